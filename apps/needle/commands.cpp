@@ -1,0 +1,17 @@
+// The list of subcommands, in --help order.
+#include "commands.h"
+
+namespace needle::cli {
+
+namespace {
+int g_exit_code = 0;
+}
+
+int ExitCode() { return g_exit_code; }
+void SetExitCode(int code) { g_exit_code = code; }
+
+void RegisterAll(CLI::App& app) {
+  RegisterInspect(app);
+}
+
+}  // namespace needle::cli

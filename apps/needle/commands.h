@@ -1,0 +1,17 @@
+// Subcommand registry: each cmd_*.cpp defines one Register* function that adds its subcommand
+// (options + callback) to the app. Callbacks run inside app.parse() and may throw needle::Error.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+namespace needle::cli {
+
+void RegisterAll(CLI::App& app);
+
+// Exit code set by a subcommand that succeeded in running but found a failure (e.g. verify).
+int ExitCode();
+void SetExitCode(int code);
+
+void RegisterInspect(CLI::App& app);
+
+}  // namespace needle::cli

@@ -1,0 +1,29 @@
+// needle: command-line entry point. Registers every subcommand, catches library errors once,
+// prints one clear line on stderr and maps the error kind to the exit code.
+#include <cstdio>
+#include <exception>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include "base/error.h"
+#include "commands.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"needle: inspect, convert, verify, run and benchmark Needle 2 (.cact) models"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", std::string("needle ") + NEEDLE_VERSION);
+  needle::cli::RegisterAll(app);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  } catch (const needle::Error& e) {
+    fmt::print(stderr, "needle: error: {}\n", e.what());
+    return static_cast<int>(e.kind());
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "needle: internal error: {}\n", e.what());
+    return static_cast<int>(needle::ErrorKind::kInternal);
+  }
+  return needle::cli::ExitCode();
+}

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Installs every build, test and benchmark dependency from Debian packages (Debian 12 /
+# Raspberry Pi OS). Run as root or with sudo. Nothing is downloaded outside apt.
+set -euo pipefail
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+PKGS=(build-essential cmake ninja-build pkg-config
+      libcli11-dev nlohmann-json3-dev libfmt-dev libspdlog-dev catch2
+      python3 python3-numpy python3-sentencepiece)
+missing=()
+for p in "${PKGS[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "setup: installing ${missing[*]}"
+  $SUDO apt-get update
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y --no-install-recommends "${missing[@]}"
+else
+  echo "setup: all Debian packages present"
+fi
