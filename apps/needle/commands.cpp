@@ -12,6 +12,7 @@ void SetExitCode(int code) { g_exit_code = code; }
 
 void RegisterAll(CLI::App& app) {
   RegisterInspect(app);
+  RegisterVerify(app);
 }
 
 }  // namespace needle::cli

@@ -13,5 +13,6 @@ int ExitCode();
 void SetExitCode(int code);
 
 void RegisterInspect(CLI::App& app);
+void RegisterVerify(CLI::App& app);
 
 }  // namespace needle::cli
