@@ -45,3 +45,40 @@ void CheckReferences(const std::string& model_file, const std::string& golden_di
 TEST_CASE("tiny matches the upstream f32 reference logits", "[model]") {
   CheckReferences("tiny.cact", "tiny");
 }
+
+namespace {
+
+void CheckOfficial(const std::string& model_file, const std::string& golden_dir) {
+  const auto file = needle::format::CactFile::Open(ModelPath(model_file));
+  const Model model(file);
+  const auto golden = needle::model::LoadGolden(GoldenPath(golden_dir), model.geometry().vocab);
+  REQUIRE(golden.official.size() == 6);
+  const needle::model::Tolerances tol;
+  for (size_t i = 0; i < golden.official.size(); ++i) {
+    const auto r = needle::model::RunOfficial(model, golden.official[i], tol, 1);
+    INFO(model_file << " official " << i << ": cosine " << r.cosine << " max|diff| "
+                    << r.max_abs_diff << " top1 " << r.top1 << " expected " << r.expected_top1);
+    CHECK(r.cosine >= tol.official_cosine);
+    CHECK(r.top1 == r.expected_top1);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("tiny matches the official engine's first-step logits", "[model]") {
+  CheckOfficial("tiny.cact", "tiny");
+}
+
+TEST_CASE("small matches the upstream f32 reference logits", "[model]") {
+  CheckReferences("small.cact", "small");
+}
+
+TEST_CASE("small matches the official engine's first-step logits", "[model]") {
+  CheckOfficial("small.cact", "small");
+}
+
+TEST_CASE("official geometry matches the upstream reference and the official engine",
+          "[model][long]") {
+  CheckReferences("official-geometry.cact", "official");
+  CheckOfficial("official-geometry.cact", "official");
+}

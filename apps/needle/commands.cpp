@@ -14,6 +14,7 @@ void RegisterAll(CLI::App& app) {
   RegisterInspect(app);
   RegisterTokenize(app);
   RegisterDetokenize(app);
+  RegisterVerify(app);
 }
 
 }  // namespace needle::cli
