@@ -2,15 +2,14 @@
 // (tests/data/cq) and independent references (std::mt19937, explicit Hadamard matrices).
 #include <algorithm>
 #include <bit>
+#include <catch2/catch.hpp>
 #include <cmath>
 #include <cstring>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <string>
 #include <vector>
-
-#include <catch2/catch.hpp>
-#include <nlohmann/json.hpp>
 
 #include "base/error.h"
 #include "base/fp16.h"
@@ -225,7 +224,8 @@ TEST_CASE("PackRow writes an LSB-first bit stream; UnpackRow inverts it", "[quan
       for (size_t k = 0; k < n; ++k) {
         const uint32_t v = record_bits == kTernaryBits ? (codes[k] + 3) % 4 : codes[k];
         for (uint32_t b = 0; b < bits; ++b) {
-          if ((v >> b) & 1) want[(k * bits + b) / 8] |= static_cast<uint8_t>(1u << ((k * bits + b) % 8));
+          if ((v >> b) & 1)
+            want[(k * bits + b) / 8] |= static_cast<uint8_t>(1u << ((k * bits + b) % 8));
         }
       }
       REQUIRE(packed == want);
@@ -340,7 +340,8 @@ TEST_CASE("Quantize is accurate on Gaussian weights and keeps group norms", "[qu
     for (uint64_t g = 0; g < p.rows * p.groups_per_row(); ++g) {
       double sq = 0;
       for (uint32_t k = 0; k < 128; ++k) sq += std::pow(w[g * 128 + k], 2);
-      const float norm = needle::F16ToF32(needle::LoadLE<uint16_t>(blob.data() + p.code_bytes() + 2 * g));
+      const float norm =
+          needle::F16ToF32(needle::LoadLE<uint16_t>(blob.data() + p.code_bytes() + 2 * g));
       CHECK(std::fabs(norm - std::sqrt(sq)) <= 1e-3 * std::sqrt(sq));
     }
   }
@@ -351,10 +352,9 @@ TEST_CASE("Quantize and Dequantize reject bad input", "[quant]") {
   std::vector<float> w(64, 0.1f);
   CHECK_THROWS_AS(needle::quant::Quantize(w, CqParams{.rows = 2, .cols = 32, .group = 24}, levels),
                   needle::InvalidInput);
-  CHECK_THROWS_AS(
-      needle::quant::Quantize(w, CqParams{.rows = 2, .cols = 32, .group = 32, .record_bits = 6},
-                              levels),
-      needle::InvalidInput);
+  CHECK_THROWS_AS(needle::quant::Quantize(
+                      w, CqParams{.rows = 2, .cols = 32, .group = 32, .record_bits = 6}, levels),
+                  needle::InvalidInput);
   CHECK_THROWS_AS(needle::quant::Quantize(w, CqParams{.rows = 3, .cols = 32, .group = 32}, levels),
                   needle::InvalidInput);
   w[40] = std::nanf("");

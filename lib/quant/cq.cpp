@@ -17,8 +17,8 @@ namespace {
 
 constexpr uint8_t kTritToCrumb[3] = {3, 0, 1};
 constexpr uint8_t kCrumbToTrit[4] = {1, 2, 3, 0};  // crumb 2 is unused: decodes out of range
-constexpr uint32_t kMaxStackGroup = 1024;  // DequantizeRow's allocation-free limit
-constexpr uint64_t kParallelElements = 1 << 16;  // matrices smaller than this stay on one thread
+constexpr uint32_t kMaxStackGroup = 1024;          // DequantizeRow's allocation-free limit
+constexpr uint64_t kParallelElements = 1 << 16;    // matrices smaller than this stay on one thread
 
 constexpr bool Parity(uint32_t v) { return (std::popcount(v) & 1) != 0; }
 
@@ -35,7 +35,8 @@ struct LaneSigns {
 constexpr LaneSigns MakeLaneSigns() {
   LaneSigns t{};
   for (uint32_t k = 0; k < kBlock; ++k) {
-    for (uint32_t lane = 0; lane < kBlock; ++lane) t.bits[k][lane] = Parity(k & lane) ? kSignBit : 0u;
+    for (uint32_t lane = 0; lane < kBlock; ++lane)
+      t.bits[k][lane] = Parity(k & lane) ? kSignBit : 0u;
   }
   return t;
 }
@@ -158,18 +159,22 @@ std::vector<float> Levels(std::span<const float> file_codebooks, uint32_t record
     Fail<InvalidInput>("CQ: {} codebook values (need 28: cb2 | cb3 | cb4)", file_codebooks.size());
   }
   switch (record_bits) {
-    case 2: return {file_codebooks.begin(), file_codebooks.begin() + 4};
-    case 3: return {file_codebooks.begin() + 4, file_codebooks.begin() + 12};
-    case 4: return {file_codebooks.begin() + 12, file_codebooks.end()};
-    default: Fail<InvalidInput>("CQ: record bits {} not in 2, 3, 4, 5 (ternary)", record_bits);
+    case 2:
+      return {file_codebooks.begin(), file_codebooks.begin() + 4};
+    case 3:
+      return {file_codebooks.begin() + 4, file_codebooks.begin() + 12};
+    case 4:
+      return {file_codebooks.begin() + 12, file_codebooks.end()};
+    default:
+      Fail<InvalidInput>("CQ: record bits {} not in 2, 3, 4, 5 (ternary)", record_bits);
   }
 }
 
 uint8_t NearestLevel(std::span<const float> levels, float u) {
   // numpy searchsorted (side left) clipped to [1, n-1], then the closer of the two neighbours.
   const size_t n = levels.size();
-  size_t pos = static_cast<size_t>(std::lower_bound(levels.begin(), levels.end(), u) -
-                                   levels.begin());
+  size_t pos =
+      static_cast<size_t>(std::lower_bound(levels.begin(), levels.end(), u) - levels.begin());
   pos = std::clamp<size_t>(pos, 1, n - 1);
   const float left = levels[pos - 1], right = levels[pos];
   return static_cast<uint8_t>(std::fabs(u - left) <= std::fabs(u - right) ? pos - 1 : pos);
