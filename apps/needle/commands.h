@@ -13,5 +13,7 @@ int ExitCode();
 void SetExitCode(int code);
 
 void RegisterInspect(CLI::App& app);
+void RegisterTokenize(CLI::App& app);
+void RegisterDetokenize(CLI::App& app);
 
 }  // namespace needle::cli
