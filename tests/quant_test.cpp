@@ -13,6 +13,7 @@
 
 #include "base/error.h"
 #include "base/fp16.h"
+#include "format/cact.h"
 #include "kernels/cpu_features.h"
 #include "kernels/fwht.h"
 #include "quant/codebooks.h"
@@ -449,4 +450,31 @@ TEST_CASE("ISA names parse and the limit clamps to the CPU", "[quant]") {
   CHECK_FALSE(needle::kernels::ParseIsa("sse9").has_value());
   CHECK(needle::kernels::SetIsaLimit(Isa::kScalar) == Isa::kScalar);
   CHECK(needle::kernels::SetIsaLimit(Isa::kAvx512) == needle::kernels::BestIsa());
+}
+
+TEST_CASE("Every CQ tensor of the fixture models decodes; rows match the whole matrix", "[quant]") {
+  for (const char* model : {"tiny.cact", "small.cact"}) {
+    const auto file =
+        needle::format::CactFile::Open(std::string(NEEDLE_TEST_DATA) + "/models/" + model);
+    size_t checked = 0;
+    for (const auto& t : file.tensors()) {
+      if (t.dtype != needle::format::DType::kCQ) continue;
+      INFO(model << " " << t.name);
+      const CqParams p{.rows = t.rows(), .cols = t.cols(), .group = t.group, .record_bits = t.bits};
+      // The header's codebooks are the regenerated ones.
+      REQUIRE(std::equal(file.codebooks().begin(), file.codebooks().end(),
+                         needle::quant::FileCodebooks(t.group).begin()));
+      const std::vector<float> levels = needle::quant::Levels(file.codebooks(), t.bits, t.group);
+      const std::vector<float> w = needle::quant::Dequantize(file.data(t), p, levels);
+      REQUIRE(w.size() == p.rows * p.cols);
+      CHECK(std::all_of(w.begin(), w.end(), [](float v) { return std::isfinite(v); }));
+      std::vector<float> row(p.cols);
+      for (uint64_t r : {uint64_t{0}, p.rows / 2, p.rows - 1}) {
+        needle::quant::DequantizeRow(file.data(t), p, levels, r, row);
+        CHECK(std::equal(row.begin(), row.end(), w.begin() + r * p.cols));
+      }
+      ++checked;
+    }
+    CHECK(checked > 10);
+  }
 }
