@@ -2,18 +2,18 @@
 // (tests/data/cq) and independent references (std::mt19937, explicit Hadamard matrices).
 #include <algorithm>
 #include <bit>
+#include <catch2/catch.hpp>
 #include <cmath>
 #include <cstring>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <string>
 #include <vector>
 
-#include <catch2/catch.hpp>
-#include <nlohmann/json.hpp>
-
 #include "base/error.h"
 #include "base/fp16.h"
+#include "format/cact.h"
 #include "kernels/cpu_features.h"
 #include "kernels/fwht.h"
 #include "quant/codebooks.h"
@@ -225,7 +225,8 @@ TEST_CASE("PackRow writes an LSB-first bit stream; UnpackRow inverts it", "[quan
       for (size_t k = 0; k < n; ++k) {
         const uint32_t v = record_bits == kTernaryBits ? (codes[k] + 3) % 4 : codes[k];
         for (uint32_t b = 0; b < bits; ++b) {
-          if ((v >> b) & 1) want[(k * bits + b) / 8] |= static_cast<uint8_t>(1u << ((k * bits + b) % 8));
+          if ((v >> b) & 1)
+            want[(k * bits + b) / 8] |= static_cast<uint8_t>(1u << ((k * bits + b) % 8));
         }
       }
       REQUIRE(packed == want);
@@ -340,7 +341,8 @@ TEST_CASE("Quantize is accurate on Gaussian weights and keeps group norms", "[qu
     for (uint64_t g = 0; g < p.rows * p.groups_per_row(); ++g) {
       double sq = 0;
       for (uint32_t k = 0; k < 128; ++k) sq += std::pow(w[g * 128 + k], 2);
-      const float norm = needle::F16ToF32(needle::LoadLE<uint16_t>(blob.data() + p.code_bytes() + 2 * g));
+      const float norm =
+          needle::F16ToF32(needle::LoadLE<uint16_t>(blob.data() + p.code_bytes() + 2 * g));
       CHECK(std::fabs(norm - std::sqrt(sq)) <= 1e-3 * std::sqrt(sq));
     }
   }
@@ -351,10 +353,9 @@ TEST_CASE("Quantize and Dequantize reject bad input", "[quant]") {
   std::vector<float> w(64, 0.1f);
   CHECK_THROWS_AS(needle::quant::Quantize(w, CqParams{.rows = 2, .cols = 32, .group = 24}, levels),
                   needle::InvalidInput);
-  CHECK_THROWS_AS(
-      needle::quant::Quantize(w, CqParams{.rows = 2, .cols = 32, .group = 32, .record_bits = 6},
-                              levels),
-      needle::InvalidInput);
+  CHECK_THROWS_AS(needle::quant::Quantize(
+                      w, CqParams{.rows = 2, .cols = 32, .group = 32, .record_bits = 6}, levels),
+                  needle::InvalidInput);
   CHECK_THROWS_AS(needle::quant::Quantize(w, CqParams{.rows = 3, .cols = 32, .group = 32}, levels),
                   needle::InvalidInput);
   w[40] = std::nanf("");
@@ -449,4 +450,31 @@ TEST_CASE("ISA names parse and the limit clamps to the CPU", "[quant]") {
   CHECK_FALSE(needle::kernels::ParseIsa("sse9").has_value());
   CHECK(needle::kernels::SetIsaLimit(Isa::kScalar) == Isa::kScalar);
   CHECK(needle::kernels::SetIsaLimit(Isa::kAvx512) == needle::kernels::BestIsa());
+}
+
+TEST_CASE("Every CQ tensor of the fixture models decodes; rows match the whole matrix", "[quant]") {
+  for (const char* model : {"tiny.cact", "small.cact"}) {
+    const auto file =
+        needle::format::CactFile::Open(std::string(NEEDLE_TEST_DATA) + "/models/" + model);
+    size_t checked = 0;
+    for (const auto& t : file.tensors()) {
+      if (t.dtype != needle::format::DType::kCQ) continue;
+      INFO(model << " " << t.name);
+      const CqParams p{.rows = t.rows(), .cols = t.cols(), .group = t.group, .record_bits = t.bits};
+      // The header's codebooks are the regenerated ones.
+      REQUIRE(std::equal(file.codebooks().begin(), file.codebooks().end(),
+                         needle::quant::FileCodebooks(t.group).begin()));
+      const std::vector<float> levels = needle::quant::Levels(file.codebooks(), t.bits, t.group);
+      const std::vector<float> w = needle::quant::Dequantize(file.data(t), p, levels);
+      REQUIRE(w.size() == p.rows * p.cols);
+      CHECK(std::all_of(w.begin(), w.end(), [](float v) { return std::isfinite(v); }));
+      std::vector<float> row(p.cols);
+      for (uint64_t r : {uint64_t{0}, p.rows / 2, p.rows - 1}) {
+        needle::quant::DequantizeRow(file.data(t), p, levels, r, row);
+        CHECK(std::equal(row.begin(), row.end(), w.begin() + r * p.cols));
+      }
+      ++checked;
+    }
+    CHECK(checked > 10);
+  }
 }

@@ -22,8 +22,8 @@ const CpuFeatures& GetCpuFeatures();
 // (plus kAvx2's sets).
 enum class Isa : int { kScalar = 0, kNeon = 1, kAvx2 = 2, kAvx512 = 3 };
 
-const char* IsaName(Isa isa);                         // "scalar", "neon", "avx2", "avx512"
-std::optional<Isa> ParseIsa(std::string_view name);   // inverse of IsaName, plus "auto" -> best
+const char* IsaName(Isa isa);                        // "scalar", "neon", "avx2", "avx512"
+std::optional<Isa> ParseIsa(std::string_view name);  // inverse of IsaName, plus "auto" -> best
 
 // The best ISA this CPU supports (among those compiled for this architecture).
 Isa BestIsa();

@@ -7,9 +7,7 @@
 
 namespace needle::kernels {
 
-float FwhtScale(size_t n) {
-  return 1.0f / static_cast<float>(std::sqrt(static_cast<double>(n)));
-}
+float FwhtScale(size_t n) { return 1.0f / static_cast<float>(std::sqrt(static_cast<double>(n))); }
 
 void FwhtReference(float* x, size_t n) {
   // Sylvester order: stage h pairs element i with i + h inside each block of 2h.

@@ -26,7 +26,8 @@ void FwhtAvx2(float* x, size_t n) {
     _mm256_storeu_ps(x, _mm256_mul_ps(InRegisterStages(_mm256_loadu_ps(x)), scale));
     return;
   }
-  for (size_t i = 0; i < n; i += 8) _mm256_storeu_ps(x + i, InRegisterStages(_mm256_loadu_ps(x + i)));
+  for (size_t i = 0; i < n; i += 8)
+    _mm256_storeu_ps(x + i, InRegisterStages(_mm256_loadu_ps(x + i)));
   for (size_t h = 8; h < n; h *= 2) {
     const bool last = 2 * h == n;  // fold the final scaling into the last stage
     for (size_t block = 0; block < n; block += 2 * h) {

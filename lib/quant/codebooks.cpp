@@ -137,7 +137,8 @@ std::vector<double> FitLloydMaxGaussian(uint32_t bits, uint32_t iterations, uint
 
 std::vector<float> LloydMaxCodebook(uint32_t bits, uint32_t group) {
   if (bits < 2 || bits > 4) Fail<InvalidInput>("CQ codebook: bits {} not in 2..4", bits);
-  if (!IsPowerOfTwo(group)) Fail<InvalidInput>("CQ codebook: group {} is not a power of two", group);
+  if (!IsPowerOfTwo(group))
+    Fail<InvalidInput>("CQ codebook: group {} is not a power of two", group);
   static std::mutex mutex;
   static std::array<std::vector<double>, 5> fitted;  // by bits
   std::vector<double> c;

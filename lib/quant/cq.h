@@ -8,7 +8,7 @@
 
 namespace needle::quant {
 
-inline constexpr uint32_t kTernaryBits = 5;        // record-bits value meaning ternary
+inline constexpr uint32_t kTernaryBits = 5;         // record-bits value meaning ternary
 inline constexpr double kTernaryLevel = 1.2240064;  // ternary levels {-c, 0, +c} / sqrt(g)
 
 // Parameters of one CQ matrix [rows, cols].
@@ -30,7 +30,8 @@ struct CqParams {
 // codes fill whole bytes (in_pad * code_bits % 8 == 0; always true for group >= 8).
 void CheckParams(const CqParams& p);
 
-// The Walsh-Hadamard scale 1/sqrt(g) as upstream rounds it: f32(1) / f32(sqrt(g)).
+// The Walsh-Hadamard scale 1/sqrt(g) as upstream rounds it: f32(1) / f32(sqrt(g)) (for powers
+// of two this equals f32(1 / sqrt(g)), so numpy 1.x and 2.x casting rules agree).
 float HadamardScale(uint32_t group);
 
 // r = x @ H for one group of g values (H as in FORMAT.md), each r[j] summed over k = 0..g-1 in
