@@ -100,9 +100,10 @@ ParsedResponse ParseResponse(std::string_view text) {
     const auto& c = r.calls[i];
     if (!c.is_object() || !c.contains("name") || !c["name"].is_string() ||
         !c.contains("arguments") || !c["arguments"].is_object()) {
-      Fail<InvalidInput>("response: call {} is not an object with a string \"name\" and an object "
-                         "\"arguments\": {}", i,
-                         c.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+      Fail<InvalidInput>(
+          "response: call {} is not an object with a string \"name\" and an object "
+          "\"arguments\": {}",
+          i, c.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
     }
   }
   return r;

@@ -3,23 +3,22 @@
 // or free text (a respond turn): [<think>...</think>]TEXT[<|im_end|> | </s>].
 #pragma once
 
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
 
-#include <nlohmann/json.hpp>
-
 namespace needle::text {
 
 struct ParsedResponse {
-  std::string think;        // text between <think> and </think> (or to the end if unclosed)
+  std::string think;  // text between <think> and </think> (or to the end if unclosed)
   bool think_closed = false;
-  bool has_tool_call = false;   // <tool_call> was generated
-  bool call_closed = false;     // ... and </tool_call> followed the JSON
-  std::string calls_text;       // the call JSON verbatim (between the markers)
-  nlohmann::json calls;         // parsed calls: an array (empty if none); null if not closed
-  std::string free_text;        // text after the think block when there is no tool call
-  bool ended = false;           // <|im_end|> or </s> closed the turn
+  bool has_tool_call = false;  // <tool_call> was generated
+  bool call_closed = false;    // ... and </tool_call> followed the JSON
+  std::string calls_text;      // the call JSON verbatim (between the markers)
+  nlohmann::json calls;        // parsed calls: an array (empty if none); null if not closed
+  std::string free_text;       // text after the think block when there is no tool call
+  bool ended = false;          // <|im_end|> or </s> closed the turn
 
   // PROTOCOL.md section 4: the trimmed think text, else the trimmed free text, else nullopt.
   std::optional<std::string> reasoning() const;
