@@ -1,5 +1,7 @@
 // needle tokenize / detokenize: a model's tokenizer on the command line (prompt debugging,
 // corpus comparison in batch mode, throughput benchmark).
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <chrono>
 #include <climits>
@@ -7,10 +9,8 @@
 #include <fstream>
 #include <iostream>
 #include <iterator>
-#include <sstream>
-
-#include <fmt/format.h>
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "base/error.h"
 #include "commands.h"
@@ -32,7 +32,8 @@ std::string ReadFileOrFail(const std::string& path) {
 }
 
 std::string JsonString(std::string_view s) {
-  return nlohmann::json(std::string(s)).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  return nlohmann::json(std::string(s))
+      .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
 std::string IdsJson(const std::vector<int32_t>& ids) {
@@ -63,8 +64,9 @@ void RunBench(const text::Tokenizer& tok, const std::string& path, bool dummy) {
       const auto t0 = Clock::now();
       tokens = body();
       seconds.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
-    } while (seconds.size() < 3 || (std::chrono::duration<double>(Clock::now() - start).count() < 2.0 &&
-                                    seconds.size() < 50));
+    } while (
+        seconds.size() < 3 ||
+        (std::chrono::duration<double>(Clock::now() - start).count() < 2.0 && seconds.size() < 50));
     std::sort(seconds.begin(), seconds.end());
     return std::pair<double, size_t>(seconds[seconds.size() / 2], tokens);
   };
@@ -103,7 +105,8 @@ void RegisterTokenize(CLI::App& app) {
     std::string bench;
   };
   auto opt = std::make_shared<Options>();
-  auto* cmd = app.add_subcommand("tokenize", "Encode text with a model's tokenizer (ids and pieces)");
+  auto* cmd =
+      app.add_subcommand("tokenize", "Encode text with a model's tokenizer (ids and pieces)");
   cmd->add_option("model", opt->model, "Model file (.cact)")->required();
   cmd->add_option("text", opt->text, "Text to encode; '-' or nothing reads standard input");
   cmd->add_flag("--no-dummy-prefix", opt->no_dummy,
@@ -189,9 +192,10 @@ void RegisterDetokenize(CLI::App& app) {
     const auto tok = text::Tokenizer::FromCact(file);
     for (size_t k = 0; k < ids.size(); ++k) {
       if (!tok.valid_id(ids[k])) {
-        Fail<InvalidInput>("detokenize: token id {} is out of range for {}: vocab has {} pieces "
-                           "(ids 0..{})", ids[k], opt->model, tok.vocab_size(),
-                           tok.vocab_size() - 1);
+        Fail<InvalidInput>(
+            "detokenize: token id {} is out of range for {}: vocab has {} pieces "
+            "(ids 0..{})",
+            ids[k], opt->model, tok.vocab_size(), tok.vocab_size() - 1);
       }
     }
     const std::string text = tok.Decode(ids);

@@ -1,12 +1,12 @@
 // SentencePiece-compatible BPE encoding and decoding (algorithm in tokenizer.h).
 #include "text/tokenizer.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <bit>
 #include <cstring>
 #include <queue>
-
-#include <fmt/format.h>
 
 #include "base/error.h"
 #include "base/utf8.h"
@@ -50,10 +50,10 @@ struct MergeOrder {
 };
 
 struct Symbol {
-  uint32_t begin;   // byte offset in the segment
-  uint32_t bytes;   // 0 once merged into its left neighbour
-  int32_t prev;     // -1 at the segment start
-  int32_t next;     // -1 at the segment end
+  uint32_t begin;  // byte offset in the segment
+  uint32_t bytes;  // 0 once merged into its left neighbour
+  int32_t prev;    // -1 at the segment start
+  int32_t next;    // -1 at the segment end
 };
 
 }  // namespace
@@ -276,8 +276,8 @@ std::vector<int32_t> Tokenizer::Encode(std::string_view text, bool dummy_prefix)
 
 std::string Tokenizer::Decode(std::span<const int32_t> ids) const {
   std::string out;
-  std::string bytes;       // pending run of BYTE pieces
-  bool at_start = true;    // no visible piece yet: its leading "▁" is the dummy prefix
+  std::string bytes;     // pending run of BYTE pieces
+  bool at_start = true;  // no visible piece yet: its leading "▁" is the dummy prefix
   auto flush_bytes = [&] {
     if (bytes.empty()) return;
     AppendUtf8Sanitized(bytes, &out);
@@ -298,7 +298,8 @@ std::string Tokenizer::Decode(std::span<const int32_t> ids) const {
     flush_bytes();
     if (t == format::PieceType::kControl || t == format::PieceType::kUnknown) continue;
     std::string_view s = surfaces_[id];
-    if (at_start && blob_.add_dummy_prefix && piece(id).starts_with(kSpaceSymbol)) s.remove_prefix(1);
+    if (at_start && blob_.add_dummy_prefix && piece(id).starts_with(kSpaceSymbol))
+      s.remove_prefix(1);
     out.append(s);
     at_start = false;
   }
