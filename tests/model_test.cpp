@@ -1,15 +1,13 @@
 // Forward pass against the upstream goldens (tiny, small, official geometry), thread-count
 // independence, windowed decoding, snapshots.
-#include <catch2/catch.hpp>
-
 #include <sys/wait.h>
 
+#include <catch2/catch.hpp>
 #include <cstdio>
 #include <cstring>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "format/cact.h"
 #include "model/decoder.h"
@@ -37,10 +35,10 @@ void CheckReferences(const std::string& model_file, const std::string& golden_di
   for (size_t i = 0; i < golden.reference.size(); ++i) {
     const auto& c = golden.reference[i];
     const auto r = needle::model::RunReference(model, c, tol, 1);
-    INFO(model_file << " reference " << i << " (" << c.ids.size() << " ids, window "
-                    << c.kv_window << ", sinks " << c.sink_len << "): max|diff| "
-                    << r.max_abs_diff << " cosine " << r.cosine << " top5 mismatches "
-                    << r.top5_mismatches << " first at " << r.first_mismatch);
+    INFO(model_file << " reference " << i << " (" << c.ids.size() << " ids, window " << c.kv_window
+                    << ", sinks " << c.sink_len << "): max|diff| " << r.max_abs_diff << " cosine "
+                    << r.cosine << " top5 mismatches " << r.top5_mismatches << " first at "
+                    << r.first_mismatch);
     CHECK(r.max_abs_diff <= tol.reference_max_abs);
     CHECK(r.top5_mismatches == 0);
   }
@@ -102,7 +100,8 @@ std::vector<int32_t> Tokens(size_t n, uint32_t vocab, uint32_t seed) {
   return ids;
 }
 
-std::vector<float> AllLogits(const Model& model, DecoderConfig cfg, const std::vector<int32_t>& ids) {
+std::vector<float> AllLogits(const Model& model, DecoderConfig cfg,
+                             const std::vector<int32_t>& ids) {
   Decoder dec(model, cfg);
   std::vector<float> all(ids.size() * model.geometry().vocab);
   dec.Prefill(ids, {}, all);
@@ -191,9 +190,8 @@ TEST_CASE("a prefix snapshot restores the exact state", "[model][snapshot]") {
 
 TEST_CASE("needle verify passes tiny with its golden and fails a too-strict tolerance",
           "[model][cli][verify]") {
-  const std::string cmd = std::string("'") + NEEDLE_BINARY + "' verify '" +
-                          ModelPath("tiny.cact") + "' --golden '" + GoldenPath("tiny") +
-                          "' --json -t 1";
+  const std::string cmd = std::string("'") + NEEDLE_BINARY + "' verify '" + ModelPath("tiny.cact") +
+                          "' --golden '" + GoldenPath("tiny") + "' --json -t 1";
   auto run = [](const std::string& c, std::string* out) {
     FILE* p = popen(c.c_str(), "r");
     REQUIRE(p != nullptr);

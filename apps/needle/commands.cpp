@@ -12,6 +12,8 @@ void SetExitCode(int code) { g_exit_code = code; }
 
 void RegisterAll(CLI::App& app) {
   RegisterInspect(app);
+  RegisterTokenize(app);
+  RegisterDetokenize(app);
   RegisterVerify(app);
 }
 

@@ -13,6 +13,8 @@ int ExitCode();
 void SetExitCode(int code);
 
 void RegisterInspect(CLI::App& app);
+void RegisterTokenize(CLI::App& app);
+void RegisterDetokenize(CLI::App& app);
 void RegisterVerify(CLI::App& app);
 
 }  // namespace needle::cli

@@ -24,9 +24,9 @@ template <uint32_t BITS>
 inline __m256 DecodeEight(const uint8_t* p, __m256 table_lo, __m256 table_hi, __m256i shifts) {
   uint32_t word = 0;
   std::memcpy(&word, p, BITS);
-  const __m256i idx = _mm256_and_si256(
-      _mm256_srlv_epi32(_mm256_set1_epi32(static_cast<int>(word)), shifts),
-      _mm256_set1_epi32((1 << BITS) - 1));
+  const __m256i idx =
+      _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32(static_cast<int>(word)), shifts),
+                       _mm256_set1_epi32((1 << BITS) - 1));
   __m256 w = _mm256_permutevar8x32_ps(table_lo, idx);
   if constexpr (BITS == 4) {
     const __m256 hi = _mm256_permutevar8x32_ps(table_hi, idx);
@@ -42,8 +42,8 @@ template <uint32_t BITS, size_t NT>
 void RowTile(const CqMatrix& m, size_t r, const float* x_hat, size_t nt, float* y, size_t ldy) {
   const __m256 table_lo = _mm256_loadu_ps(m.levels);
   const __m256 table_hi = _mm256_loadu_ps(m.levels + 8);
-  const __m256i shifts = _mm256_setr_epi32(0, BITS, 2 * BITS, 3 * BITS, 4 * BITS, 5 * BITS,
-                                           6 * BITS, 7 * BITS);
+  const __m256i shifts =
+      _mm256_setr_epi32(0, BITS, 2 * BITS, 3 * BITS, 4 * BITS, 5 * BITS, 6 * BITS, 7 * BITS);
   const uint8_t* codes = m.codes + r * m.row_bytes;
   const uint8_t* norms = m.norms + r * m.groups_per_row * 2;
   __m256 acc[NT];
@@ -58,8 +58,8 @@ void RowTile(const CqMatrix& m, size_t r, const float* x_hat, size_t nt, float* 
     for (size_t c = 0; c < m.group; c += 8) {
       const __m256 w = DecodeEight<BITS>(codes + (base + c) / 8 * BITS, table_lo, table_hi, shifts);
       for (size_t t = 0; t < NT; ++t)
-        if (t < nt) sum[t] = _mm256_fmadd_ps(w, _mm256_loadu_ps(x_hat + t * m.in_pad + base + c),
-                                             sum[t]);
+        if (t < nt)
+          sum[t] = _mm256_fmadd_ps(w, _mm256_loadu_ps(x_hat + t * m.in_pad + base + c), sum[t]);
     }
     for (size_t t = 0; t < NT; ++t) acc[t] = _mm256_fmadd_ps(norm, sum[t], acc[t]);
   }
@@ -82,14 +82,18 @@ void Gemm(const CqMatrix& m, const float* x_hat, size_t n, size_t row_begin, siz
 
 }  // namespace
 
-void CqGemmAvx2(const CqMatrix& m, const float* x_hat, size_t n, size_t row_begin,
-                size_t row_end, float* y, size_t ldy) {
+void CqGemmAvx2(const CqMatrix& m, const float* x_hat, size_t n, size_t row_begin, size_t row_end,
+                float* y, size_t ldy) {
   if (m.group % 8 != 0) return CqGemmReference(m, x_hat, n, row_begin, row_end, y, ldy);
   switch (m.code_bits) {
-    case 2: return Gemm<2>(m, x_hat, n, row_begin, row_end, y, ldy);
-    case 3: return Gemm<3>(m, x_hat, n, row_begin, row_end, y, ldy);
-    case 4: return Gemm<4>(m, x_hat, n, row_begin, row_end, y, ldy);
-    default: return CqGemmReference(m, x_hat, n, row_begin, row_end, y, ldy);
+    case 2:
+      return Gemm<2>(m, x_hat, n, row_begin, row_end, y, ldy);
+    case 3:
+      return Gemm<3>(m, x_hat, n, row_begin, row_end, y, ldy);
+    case 4:
+      return Gemm<4>(m, x_hat, n, row_begin, row_end, y, ldy);
+    default:
+      return CqGemmReference(m, x_hat, n, row_begin, row_end, y, ldy);
   }
 }
 

@@ -69,18 +69,4 @@ void Axpy(float a, const float* x, float* y, size_t n) {
   for (size_t i = 0; i < n; ++i) y[i] += a * x[i];
 }
 
-void FwhtLocal(float* x, size_t n) {
-  for (size_t len = 1; len < n; len <<= 1) {
-    for (size_t i = 0; i < n; i += 2 * len) {
-      for (size_t j = i; j < i + len; ++j) {
-        const float a = x[j], b = x[j + len];
-        x[j] = a + b;
-        x[j + len] = a - b;
-      }
-    }
-  }
-  const float s = 1.f / std::sqrt(static_cast<float>(n));
-  for (size_t i = 0; i < n; ++i) x[i] *= s;
-}
-
 }  // namespace needle::kernels

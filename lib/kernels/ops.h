@@ -30,7 +30,4 @@ void RopeHalfSplit(float* h, size_t head_dim, const float* freqs, float pos);
 // y += a * x
 void Axpy(float a, const float* x, float* y, size_t n);
 
-// Temporary normalized FWHT (x <- x @ H / sqrt(n)) until the quant branch provides fwht.cpp.
-void FwhtLocal(float* x, size_t n);
-
 }  // namespace needle::kernels

@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "base/error.h"
+#include "kernels/fwht.h"
 #include "kernels/ops.h"
 
 namespace needle::model {
@@ -49,8 +50,8 @@ Decoder::Decoder(const Model& model, const DecoderConfig& config)
   } else {
     capacity_ = size_t{config_.sink_len} + config_.kv_window;
   }
-  conv_ring_ = size_t{g.engram_conv_taps > 0 ? g.engram_conv_taps - 1 : 0} *
-                   g.engram_conv_dilation + 1;
+  conv_ring_ =
+      size_t{g.engram_conv_taps > 0 ? g.engram_conv_taps - 1 : 0} * g.engram_conv_dilation + 1;
   token_ring_ = 1;
   for (uint32_t o : g.engram_orders) token_ring_ = std::max<size_t>(token_ring_, o);
   embed_scale_ = static_cast<float>(std::sqrt(static_cast<double>(g.d_model)));
@@ -306,8 +307,8 @@ void Decoder::RunBlock(const int32_t* ids, size_t n, float* logits, size_t logit
       float* u = &u_[t * d];
       std::fill(u, u + d, 0.f);
       for (size_t j = 0; j < nl; ++j) {
-        const float hpre = kernels::Sigmoid(w.a_pre[li] * c[j] + w.b_pre[li * nl + j] +
-                                            (j == lstar ? 4.f : -4.f));
+        const float hpre =
+            kernels::Sigmoid(w.a_pre[li] * c[j] + w.b_pre[li * nl + j] + (j == lstar ? 4.f : -4.f));
         kernels::Axpy(hpre, X + j * d, u, d);
       }
       float* bx = &bx_[t * d];
@@ -315,8 +316,8 @@ void Decoder::RunBlock(const int32_t* ids, size_t n, float* logits, size_t logit
       if (site >= 0) {
         const float* kk = &eng_kk_[(site * config_.max_batch + t) * d];
         const float* v = &eng_v_[(site * config_.max_batch + t) * d];
-        const float dot = kernels::Dot(u, kk, d) * kernels::InvRms(u, d, kEps) *
-                          kernels::InvRms(kk, d, kEps);
+        const float dot =
+            kernels::Dot(u, kk, d) * kernels::InvRms(u, d, kEps) * kernels::InvRms(kk, d, kEps);
         const float alpha = kernels::Sigmoid(dot / std::sqrt(static_cast<float>(d)));
         kernels::Axpy(alpha, v, bx, d);
       }
@@ -356,9 +357,9 @@ void Decoder::RunBlock(const int32_t* ids, size_t n, float* logits, size_t logit
       kernels::ZcNorm(x, lw.pre_hada.data(), d, kEps, z);
       std::fill(z + d, z + hn, 0.f);
       for (size_t i = 0; i < hn; ++i) z[i] *= lw.d1[i];
-      kernels::FwhtLocal(z, hn);
+      kernels::Fwht(z, hn);
       for (size_t i = 0; i < hn; ++i) z[i] = kernels::Silu(lw.d2[i] * z[i]);
-      kernels::FwhtLocal(z, hn);
+      kernels::Fwht(z, hn);
       for (size_t i = 0; i < d; ++i) x[i] += lw.d3[i] * z[i];
       // y = Block(bx) - u.
       float* y = &y_[t * d];
@@ -384,9 +385,9 @@ void Decoder::RunBlock(const int32_t* ids, size_t n, float* logits, size_t logit
       const float* X = &lanes_[t * nd];
       float* Xn = &lanes_next_[t * nd];
       for (size_t r = 0; r < nl; ++r) {
-        const float hpost = 2.f * kernels::Sigmoid(w.a_post[li] * c[nl + r] +
-                                                   w.b_post[li * nl + r] +
-                                                   (r == lstar ? 0.f : -4.f));
+        const float hpost =
+            2.f * kernels::Sigmoid(w.a_post[li] * c[nl + r] + w.b_post[li * nl + r] +
+                                   (r == lstar ? 0.f : -4.f));
         float* dst = Xn + r * d;
         std::fill(dst, dst + d, 0.f);
         for (size_t b = 0; b < nl; ++b) kernels::Axpy(P[r * nl + b], X + b * d, dst, d);

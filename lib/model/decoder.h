@@ -87,9 +87,9 @@ class Decoder {
   DecoderConfig config_;
   const kernels::KernelTable* kernels_;
   uint32_t position_ = 0;
-  size_t capacity_ = 0;     // KV slots per layer
-  size_t conv_ring_ = 0;    // engram vraw ring length in positions
-  size_t token_ring_ = 0;   // token history length
+  size_t capacity_ = 0;    // KV slots per layer
+  size_t conv_ring_ = 0;   // engram vraw ring length in positions
+  size_t token_ring_ = 0;  // token history length
   float embed_scale_ = 0.f;
 
   // State.
@@ -98,11 +98,11 @@ class Decoder {
   std::vector<int32_t> tokens_;           // [token_ring] ids by position modulo token_ring
 
   // Scratch, sized for max_batch tokens (B).
-  std::vector<float> rope_freqs_;  // [head_dim / 2]
-  std::vector<float> x_hat_;       // [B, max in_pad] transformed activations
+  std::vector<float> rope_freqs_;               // [head_dim / 2]
+  std::vector<float> x_hat_;                    // [B, max in_pad] transformed activations
   std::vector<float> lanes_, lanes_next_, nx_;  // [B, lanes * d]
-  std::vector<float> coef_;        // [B, lanes + lanes + lanes*lanes] mHC projections
-  std::vector<float> u_, bx_, h_, x_, a_, y_;  // [B, d]
+  std::vector<float> coef_;                     // [B, lanes + lanes + lanes*lanes] mHC projections
+  std::vector<float> u_, bx_, h_, x_, a_, y_;   // [B, d]
   std::vector<float> q_, gate_, o_;             // [B, attn_dim]
   std::vector<float> k_, v_;                    // [B, kv_dim]
   std::vector<float> z_;                        // [B, hada_n]
