@@ -20,7 +20,7 @@ constexpr int kSinkhornRounds = 20;
 // kernel's fixed order, so results do not depend on the thread count.
 constexpr size_t kRowsPerChunk = 16;
 // Below this many multiply-adds a projection runs on the calling thread.
-constexpr size_t kParallelMinWork = 1 << 16;
+constexpr size_t kParallelMinWork = 1 << 18;
 
 constexpr uint32_t kHashSeed = 0x9E3779B9u;
 constexpr uint32_t kHashPrime = 0x01000193u;
@@ -225,50 +225,53 @@ void Decoder::Engram(size_t site, const int32_t* ids, size_t n) {
 
 void Decoder::Attention(size_t layer, size_t n) {
   const format::Geometry& g = geometry_;
-  const size_t hd = g.head_dim, H = g.num_heads, KV = g.num_kv_heads, kvd = g.kv_dim();
-  const size_t ad = g.attn_dim(), group = H / KV;
+  const size_t hd = g.head_dim, KV = g.num_kv_heads, kvd = g.kv_dim();
+  const size_t ad = g.attn_dim(), group = g.num_heads / KV;
   float* kc = &k_cache_[layer * capacity_ * kvd];
   float* vc = &v_cache_[layer * capacity_ * kvd];
   const float inv_sqrt_hd = 1.f / std::sqrt(static_cast<float>(hd));
   const uint32_t W = config_.kv_window, sinks = config_.sink_len;
+  // One kv head (and its query heads) per work item: it owns its slice of every cache slot.
   // Tokens in order: each writes its K/V, then attends (a ring slot is only reused once the
   // position it held is out of every later token's window).
-  for (size_t t = 0; t < n; ++t) {
-    const uint32_t p = position_ + static_cast<uint32_t>(t);
-    const size_t slot = Slot(p);
-    std::memcpy(kc + slot * kvd, &k_[t * kvd], kvd * 4);
-    std::memcpy(vc + slot * kvd, &v_[t * kvd], kvd * 4);
-    // Visible positions: [0, sink_end) and [win_begin, p].
-    uint32_t sink_end = 0, win_begin = 0;
-    if (W != 0) {
-      sink_end = std::min(sinks, p + 1);
-      win_begin = std::max(sink_end, p + 1 >= W ? p + 1 - W : 0u);
+  auto kv_head = [&](size_t kvh) {
+    for (size_t t = 0; t < n; ++t) {
+      const uint32_t p = position_ + static_cast<uint32_t>(t);
+      const size_t slot = Slot(p);
+      std::memcpy(kc + slot * kvd + kvh * hd, &k_[t * kvd + kvh * hd], hd * 4);
+      std::memcpy(vc + slot * kvd + kvh * hd, &v_[t * kvd + kvh * hd], hd * 4);
+      // Visible positions: [0, sink_end) and [win_begin, p].
+      uint32_t sink_end = 0, win_begin = 0;
+      if (W != 0) {
+        sink_end = std::min(sinks, p + 1);
+        win_begin = std::max(sink_end, p + 1 >= W ? p + 1 - W : 0u);
+      }
+      const size_t count = sink_end + (p + 1 - win_begin);
+      for (size_t h = kvh * group; h < (kvh + 1) * group; ++h) {
+        const float* q = &q_[t * ad + h * hd];
+        float* sc = &scores_[h * capacity_];
+        size_t i = 0;
+        for (uint32_t pp = 0; pp < sink_end; ++pp, ++i)
+          sc[i] = kernels::Dot(q, kc + Slot(pp) * kvd + kvh * hd, hd) * inv_sqrt_hd;
+        for (uint32_t pp = win_begin; pp <= p; ++pp, ++i)
+          sc[i] = kernels::Dot(q, kc + Slot(pp) * kvd + kvh * hd, hd) * inv_sqrt_hd;
+        kernels::Softmax(sc, count);
+        float* o = &o_[t * ad + h * hd];
+        std::fill(o, o + hd, 0.f);
+        i = 0;
+        for (uint32_t pp = 0; pp < sink_end; ++pp, ++i)
+          kernels::Axpy(sc[i], vc + Slot(pp) * kvd + kvh * hd, o, hd);
+        for (uint32_t pp = win_begin; pp <= p; ++pp, ++i)
+          kernels::Axpy(sc[i], vc + Slot(pp) * kvd + kvh * hd, o, hd);
+      }
     }
-    const size_t count = sink_end + (p + 1 - win_begin);
-    auto head = [&](size_t h) {
-      const float* q = &q_[t * ad + h * hd];
-      const size_t kvh = h / group;
-      float* sc = &scores_[h * capacity_];
-      size_t i = 0;
-      for (uint32_t pp = 0; pp < sink_end; ++pp, ++i)
-        sc[i] = kernels::Dot(q, kc + Slot(pp) * kvd + kvh * hd, hd) * inv_sqrt_hd;
-      for (uint32_t pp = win_begin; pp <= p; ++pp, ++i)
-        sc[i] = kernels::Dot(q, kc + Slot(pp) * kvd + kvh * hd, hd) * inv_sqrt_hd;
-      kernels::Softmax(sc, count);
-      float* o = &o_[t * ad + h * hd];
-      std::fill(o, o + hd, 0.f);
-      i = 0;
-      for (uint32_t pp = 0; pp < sink_end; ++pp, ++i)
-        kernels::Axpy(sc[i], vc + Slot(pp) * kvd + kvh * hd, o, hd);
-      for (uint32_t pp = win_begin; pp <= p; ++pp, ++i)
-        kernels::Axpy(sc[i], vc + Slot(pp) * kvd + kvh * hd, o, hd);
-    };
-    if (config_.threads > 1 && count * H * hd >= kParallelMinWork / 4) {
+  };
+  const size_t work = n * (std::min<size_t>(position_ + n, capacity_)) * g.num_heads * hd;
+  if (config_.threads > 1 && KV > 1 && work >= kParallelMinWork) {
 #pragma omp parallel for num_threads(config_.threads) schedule(static)
-      for (long h = 0; h < static_cast<long>(H); ++h) head(static_cast<size_t>(h));
-    } else {
-      for (size_t h = 0; h < H; ++h) head(h);
-    }
+    for (long h = 0; h < static_cast<long>(KV); ++h) kv_head(static_cast<size_t>(h));
+  } else {
+    for (size_t h = 0; h < KV; ++h) kv_head(h);
   }
 }
 
