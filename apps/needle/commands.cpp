@@ -15,6 +15,7 @@ void RegisterAll(CLI::App& app) {
   RegisterTokenize(app);
   RegisterDetokenize(app);
   RegisterVerify(app);
+  RegisterBench(app);
 }
 
 }  // namespace needle::cli

@@ -16,5 +16,6 @@ void RegisterInspect(CLI::App& app);
 void RegisterTokenize(CLI::App& app);
 void RegisterDetokenize(CLI::App& app);
 void RegisterVerify(CLI::App& app);
+void RegisterBench(CLI::App& app);
 
 }  // namespace needle::cli
