@@ -37,33 +37,47 @@ inline __m256 DecodeEight(const uint8_t* p, __m256 table_lo, __m256 table_hi, __
   return w;
 }
 
+// One row r against exactly NT tokens; y points at token 0's output for this row. A single token
+// keeps two partial sums per group (even and odd chunks) so consecutive FMAs are independent.
 template <uint32_t BITS, size_t NT>
-// One row r against up to NT tokens (nt valid); y points at token 0's output for this row.
-void RowTile(const CqMatrix& m, size_t r, const float* x_hat, size_t nt, float* y, size_t ldy) {
+void RowTile(const CqMatrix& m, size_t r, const float* x_hat, float* y, size_t ldy) {
   const __m256 table_lo = _mm256_loadu_ps(m.levels);
   const __m256 table_hi = _mm256_loadu_ps(m.levels + 8);
   const __m256i shifts =
       _mm256_setr_epi32(0, BITS, 2 * BITS, 3 * BITS, 4 * BITS, 5 * BITS, 6 * BITS, 7 * BITS);
   const uint8_t* codes = m.codes + r * m.row_bytes;
   const uint8_t* norms = m.norms + r * m.groups_per_row * 2;
+  constexpr size_t kSums = NT == 1 ? 2 : NT;
+  const bool split = NT == 1 && m.group % 16 == 0;
   __m256 acc[NT];
   for (size_t t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
   for (size_t g = 0; g < m.groups_per_row; ++g) {
     uint16_t nbits;
     std::memcpy(&nbits, norms + 2 * g, 2);
     const __m256 norm = _mm256_set1_ps(_cvtsh_ss(nbits));
-    __m256 sum[NT];
-    for (size_t t = 0; t < NT; ++t) sum[t] = _mm256_setzero_ps();
+    __m256 sum[kSums];
+    for (size_t t = 0; t < kSums; ++t) sum[t] = _mm256_setzero_ps();
     const size_t base = g * m.group;
-    for (size_t c = 0; c < m.group; c += 8) {
-      const __m256 w = DecodeEight<BITS>(codes + (base + c) / 8 * BITS, table_lo, table_hi, shifts);
-      for (size_t t = 0; t < NT; ++t)
-        if (t < nt)
+    if (split) {
+      for (size_t c = 0; c < m.group; c += 16) {
+        const uint8_t* p = codes + (base + c) / 8 * BITS;
+        const __m256 w0 = DecodeEight<BITS>(p, table_lo, table_hi, shifts);
+        const __m256 w1 = DecodeEight<BITS>(p + BITS, table_lo, table_hi, shifts);
+        sum[0] = _mm256_fmadd_ps(w0, _mm256_loadu_ps(x_hat + base + c), sum[0]);
+        sum[1] = _mm256_fmadd_ps(w1, _mm256_loadu_ps(x_hat + base + c + 8), sum[1]);
+      }
+      sum[0] = _mm256_add_ps(sum[0], sum[1]);
+    } else {
+      for (size_t c = 0; c < m.group; c += 8) {
+        const __m256 w =
+            DecodeEight<BITS>(codes + (base + c) / 8 * BITS, table_lo, table_hi, shifts);
+        for (size_t t = 0; t < NT; ++t)
           sum[t] = _mm256_fmadd_ps(w, _mm256_loadu_ps(x_hat + t * m.in_pad + base + c), sum[t]);
+      }
     }
     for (size_t t = 0; t < NT; ++t) acc[t] = _mm256_fmadd_ps(norm, sum[t], acc[t]);
   }
-  for (size_t t = 0; t < nt; ++t) y[t * ldy] = HorizontalSum(acc[t]);
+  for (size_t t = 0; t < NT; ++t) y[t * ldy] = HorizontalSum(acc[t]);
 }
 
 template <uint32_t BITS>
@@ -71,12 +85,24 @@ void Gemm(const CqMatrix& m, const float* x_hat, size_t n, size_t row_begin, siz
           float* y, size_t ldy) {
   constexpr size_t kTile = 4;
   for (size_t r = row_begin; r < row_end; ++r) {
+    float* yr = y + (r - row_begin);
     size_t t0 = 0;
     for (; t0 + kTile <= n; t0 += kTile)
-      RowTile<BITS, kTile>(m, r, x_hat + t0 * m.in_pad, kTile, y + t0 * ldy + (r - row_begin), ldy);
-    if (t0 < n)
-      RowTile<BITS, kTile>(m, r, x_hat + t0 * m.in_pad, n - t0, y + t0 * ldy + (r - row_begin),
-                           ldy);
+      RowTile<BITS, kTile>(m, r, x_hat + t0 * m.in_pad, yr + t0 * ldy, ldy);
+    const float* xt = x_hat + t0 * m.in_pad;
+    switch (n - t0) {
+      case 1:
+        RowTile<BITS, 1>(m, r, xt, yr + t0 * ldy, ldy);
+        break;
+      case 2:
+        RowTile<BITS, 2>(m, r, xt, yr + t0 * ldy, ldy);
+        break;
+      case 3:
+        RowTile<BITS, 3>(m, r, xt, yr + t0 * ldy, ldy);
+        break;
+      default:
+        break;
+    }
   }
 }
 
