@@ -3,6 +3,7 @@
 #include <sys/wait.h>
 
 #include <catch2/catch.hpp>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <nlohmann/json.hpp>
@@ -218,4 +219,75 @@ TEST_CASE("needle verify passes tiny with its golden and fails a too-strict tole
   std::string strict;
   CHECK(run(cmd + " --max-abs 1e-9", &strict) == 1);
   CHECK(nlohmann::json::parse(strict)["pass"] == false);
+}
+
+TEST_CASE("probe heads: streamed pooling equals softmax pooling over all cells", "[model][heads]") {
+  const auto file = needle::format::CactFile::Open(ModelPath("small.cact"));
+  const Model model(file);
+  const auto& g = model.geometry();
+  const auto& heads = model.weights().heads;
+  REQUIRE(heads.size() == 2);
+  const auto ids = Tokens(45, g.vocab, 12);
+  std::vector<float> cells;
+  DecoderConfig cfg;
+  cfg.kv_window = 16;
+  cfg.sink_len = 4;
+  cfg.max_batch = 7;
+  cfg.pool_heads = true;
+  cfg.cell_log = &cells;
+  Decoder dec(model, cfg);
+  dec.Prefill({ids.data(), 30}, {});
+  needle::model::Snapshot snap;
+  dec.Save(&snap);
+  dec.Prefill({ids.data() + 30, 15}, {});
+  const size_t d = g.d_model, num_cells = cells.size() / d;
+  REQUIRE(num_cells == (g.num_layers + 1) * ids.size());
+
+  for (size_t hi = 0; hi < heads.size(); ++hi) {
+    const auto& h = heads[hi];
+    // Independent f64 reference: full softmax over all cells per probe, then the projection.
+    std::vector<double> pooled(h.num_probes * d, 0.0);
+    for (size_t k = 0; k < h.num_probes; ++k) {
+      std::vector<double> score(num_cells);
+      double max = -1e300;
+      for (size_t c = 0; c < num_cells; ++c) {
+        double s = 0;
+        for (size_t i = 0; i < d; ++i) s += double{cells[c * d + i]} * h.probes[k * d + i];
+        score[c] = s / std::sqrt(static_cast<double>(d));
+        max = std::max(max, score[c]);
+      }
+      double total = 0;
+      for (double& s : score) total += (s = std::exp(s - max));
+      for (size_t c = 0; c < num_cells; ++c)
+        for (size_t i = 0; i < d; ++i) pooled[k * d + i] += score[c] / total * cells[c * d + i];
+    }
+    std::vector<double> expect(h.out_dim);
+    double norm = 0;
+    for (size_t o = 0; o < h.out_dim; ++o) {
+      double v = h.bias[o];
+      for (size_t j = 0; j < pooled.size(); ++j)
+        v += double{h.proj[o * pooled.size() + j]} * pooled[j];
+      expect[o] = v;
+      norm += v * v;
+    }
+    if (h.kind == needle::format::HeadKind::kContrastive)
+      for (double& v : expect) v /= std::sqrt(norm);
+    std::vector<float> got(h.out_dim);
+    dec.HeadOutput(hi, got);
+    double max_diff = 0, max_ref = 0;
+    for (size_t o = 0; o < h.out_dim; ++o) {
+      max_diff = std::max(max_diff, std::fabs(got[o] - expect[o]));
+      max_ref = std::max(max_ref, std::fabs(expect[o]));
+    }
+    INFO("head " << hi << " max diff " << max_diff << " max |ref| " << max_ref);
+    CHECK(max_diff <= 1e-4 * std::max(1.0, max_ref));
+  }
+
+  // Restoring the snapshot and feeding the same tokens again gives the same pooled outputs.
+  std::vector<float> before(heads[1].out_dim), after(heads[1].out_dim);
+  dec.HeadOutput(1, before);
+  dec.Restore(snap);
+  dec.Prefill({ids.data() + 30, 15}, {});
+  dec.HeadOutput(1, after);
+  CHECK(before == after);
 }

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 
 #include "base/error.h"
 #include "kernels/fwht.h"
@@ -34,6 +35,15 @@ size_t MaxInPad(const Weights& w) {
   for (const auto& e : w.engram)
     m = std::max({m, e.tables.in_pad, e.key_proj.in_pad, e.value_proj.in_pad});
   return m;
+}
+
+// out[i] = mean over lanes of X[l][i]; X is [lanes, d].
+void LaneMean(const float* X, size_t lanes, size_t d, float* out) {
+  for (size_t i = 0; i < d; ++i) {
+    float s = 0.f;
+    for (size_t l = 0; l < lanes; ++l) s += X[l * d + i];
+    out[i] = s / static_cast<float>(lanes);
+  }
 }
 
 }  // namespace
@@ -82,10 +92,87 @@ Decoder::Decoder(const Model& model, const DecoderConfig& config)
   eng_v_.resize(sites * B * d);
   eng_vraw_.resize(B * d);
   row_scratch_.resize(max_in_pad);
+  cell_.resize(B * d);
+  if (config_.pool_heads) {
+    const float inv_sqrt_d = 1.f / std::sqrt(static_cast<float>(d));
+    for (const HeadWeights& h : w_->heads) {
+      for (float v : h.probes) probes_.push_back(v * inv_sqrt_d);
+      num_probes_ += h.num_probes;
+    }
+    pool_acc_.resize(num_probes_ * d);
+    pool_stats_.resize(num_probes_ * 2);
+  }
+  Reset();
+}
+
+void Decoder::PoolCells(const float* cells, size_t n, size_t ld) {
+  const size_t d = geometry_.d_model;
+  if (config_.cell_log)
+    for (size_t t = 0; t < n; ++t)
+      config_.cell_log->insert(config_.cell_log->end(), cells + t * ld, cells + t * ld + d);
+  for (size_t k = 0; k < num_probes_; ++k) {
+    float& max = pool_stats_[2 * k];
+    float& sum = pool_stats_[2 * k + 1];
+    float* acc = &pool_acc_[k * d];
+    const float* probe = &probes_[k * d];
+    for (size_t t = 0; t < n; ++t) {
+      const float* cell = cells + t * ld;
+      const float score = kernels::Dot(cell, probe, d);
+      if (score > max) {
+        const float scale = std::exp(max - score);  // 0 for the first cell (max = -inf)
+        sum = sum * scale + 1.f;
+        for (size_t i = 0; i < d; ++i) acc[i] = acc[i] * scale + cell[i];
+        max = score;
+      } else {
+        const float wgt = std::exp(score - max);
+        sum += wgt;
+        kernels::Axpy(wgt, cell, acc, d);
+      }
+    }
+  }
+}
+
+void Decoder::HeadOutput(size_t head, std::span<float> out) const {
+  if (!config_.pool_heads) Fail<InvalidInput>("probe heads: the decoder was built without pooling");
+  if (head >= w_->heads.size())
+    Fail<InvalidInput>("probe head {} does not exist (the model has {})", head, w_->heads.size());
+  if (position_ == 0) Fail<InvalidInput>("probe heads: no tokens have been fed");
+  const HeadWeights& h = w_->heads[head];
+  if (out.size() != h.out_dim)
+    Fail<InvalidInput>("probe head {}: output has {} values, expected {}", head, out.size(),
+                       h.out_dim);
+  const size_t d = geometry_.d_model;
+  size_t first = 0;
+  for (size_t i = 0; i < head; ++i) first += w_->heads[i].num_probes;
+  // out = flatten(pooled) @ proj^T + bias, pooled[k] = acc[k] / sum[k].
+  const size_t pd = size_t{h.num_probes} * d;
+  for (size_t o = 0; o < h.out_dim; ++o) {
+    float v = 0.f;
+    for (size_t k = 0; k < h.num_probes; ++k) {
+      const float inv = 1.f / pool_stats_[2 * (first + k) + 1];
+      const float* acc = &pool_acc_[(first + k) * d];
+      const float* row = &h.proj[o * pd + k * d];
+      float dot = 0.f;
+      for (size_t i = 0; i < d; ++i) dot += row[i] * (acc[i] * inv);
+      v += dot;
+    }
+    out[o] = v + h.bias[o];
+  }
+  if (h.kind == format::HeadKind::kContrastive) {
+    double ss = 0;
+    for (float v : out) ss += double{v} * v;
+    const float inv = ss > 0 ? static_cast<float>(1.0 / std::sqrt(ss)) : 0.f;
+    for (float& v : out) v *= inv;
+  }
 }
 
 void Decoder::Reset() {
   position_ = 0;
+  for (size_t k = 0; k < num_probes_; ++k) {
+    pool_stats_[2 * k] = -std::numeric_limits<float>::infinity();
+    pool_stats_[2 * k + 1] = 0.f;
+  }
+  std::fill(pool_acc_.begin(), pool_acc_.end(), 0.f);
   std::fill(conv_.begin(), conv_.end(), 0.f);
   std::fill(tokens_.begin(), tokens_.end(), 0);
 }
@@ -108,12 +195,14 @@ void Decoder::Save(Snapshot* s) const {
   }
   s->engram_ring = conv_;
   s->token_ring = tokens_;
+  s->pool_stats = pool_stats_;
+  s->pool_acc = pool_acc_;
 }
 
 void Decoder::Restore(const Snapshot& s) {
   const size_t kvd = geometry_.kv_dim(), used = std::min<size_t>(s.position, capacity_);
   if (s.k.size() != geometry_.num_layers * used * kvd || s.engram_ring.size() != conv_.size() ||
-      s.token_ring.size() != tokens_.size())
+      s.token_ring.size() != tokens_.size() || s.pool_acc.size() != pool_acc_.size())
     Fail<InvalidInput>("snapshot does not belong to a decoder of this model and configuration");
   position_ = s.position;
   for (size_t l = 0; l < geometry_.num_layers; ++l) {
@@ -122,6 +211,8 @@ void Decoder::Restore(const Snapshot& s) {
   }
   conv_ = s.engram_ring;
   tokens_ = s.token_ring;
+  pool_stats_ = s.pool_stats;
+  pool_acc_ = s.pool_acc;
 }
 
 void Decoder::Prefill(std::span<const int32_t> ids, std::span<float> last_logits,
@@ -290,6 +381,7 @@ void Decoder::RunBlock(const int32_t* ids, size_t n, float* logits, size_t logit
     for (size_t i = 0; i < d; ++i) x0[i] *= embed_scale_;
     for (size_t l = 1; l < nl; ++l) std::memcpy(x0 + l * d, x0, d * 4);
   }
+  if (num_probes_ > 0) PoolCells(lanes_.data(), n, nd);  // cell 0: the scaled embedding
   for (size_t s = 0; s < w.engram.size(); ++s) Engram(s, ids, n);
 
   for (size_t li = 0; li < g.num_layers; ++li) {
@@ -395,19 +487,18 @@ void Decoder::RunBlock(const int32_t* ids, size_t n, float* logits, size_t logit
       }
     }
     std::swap(lanes_, lanes_next_);
+    if (num_probes_ > 0) {  // cell i+1: the lane mean after layer i
+      for (size_t t = 0; t < n; ++t) LaneMean(&lanes_[t * nd], nl, d, &cell_[t * d]);
+      PoolCells(cell_.data(), n, d);
+    }
   }
 
   // Output: lane mean, final ZCN, tied embedding.
   if (logits && logits_from < n) {
     const size_t m = n - logits_from;
     for (size_t t = 0; t < m; ++t) {
-      const float* X = &lanes_[(logits_from + t) * nd];
       float* xf = &x_[t * d];
-      for (size_t i = 0; i < d; ++i) {
-        float s = 0.f;
-        for (size_t l = 0; l < nl; ++l) s += X[l * d + i];
-        xf[i] = s / static_cast<float>(nl);
-      }
+      LaneMean(&lanes_[(logits_from + t) * nd], nl, d, xf);
       kernels::ZcNorm(xf, w.final_norm.data(), d, kEps, xf);
     }
     Project(w.embedding, x_.data(), m, d, 0, g.vocab, logits, g.vocab);

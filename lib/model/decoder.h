@@ -35,14 +35,20 @@ struct DecoderConfig {
   uint32_t max_batch = 32;     // tokens per prefill pass (scratch is sized for this)
   int threads = 1;             // OpenMP threads across output rows; results do not depend on it
   const kernels::KernelTable* kernels = nullptr;  // nullptr = kernels::ActiveKernels()
+  // Pool every cell (MODEL.md "Probe heads") into the file's probe heads as tokens are fed, so
+  // HeadOutput() can be read at any time. Off: the heads cost nothing.
+  bool pool_heads = false;
+  // Testing / debugging only: when set, every cell is appended here ([cells, d], allocates).
+  std::vector<float>* cell_log = nullptr;
 };
 
 // State after a prefix: enough to resume decoding exactly where it was.
 struct Snapshot {
   uint32_t position = 0;
-  std::vector<float> k, v;          // [layers, slots_used, kv_dim]
-  std::vector<float> engram_ring;   // [sites, ring, d]
-  std::vector<int32_t> token_ring;  // last max-order tokens
+  std::vector<float> k, v;                  // [layers, slots_used, kv_dim]
+  std::vector<float> engram_ring;           // [sites, ring, d]
+  std::vector<int32_t> token_ring;          // last max-order tokens
+  std::vector<float> pool_stats, pool_acc;  // probe-head pooling state (if pooling)
 };
 
 // One conversation's decoding state plus all scratch memory. Not thread-safe; one per thread.
@@ -67,6 +73,11 @@ class Decoder {
   // One token: Prefill of a single id.
   void Step(int32_t id, std::span<float> logits) { Prefill({&id, 1}, logits); }
 
+  // The output of probe head `head` (index into Weights::heads) pooled over every cell fed so far
+  // (requires config.pool_heads): contrastive -> L2-normalized embedding (out_dim values),
+  // confidence -> one raw logit. Throws InvalidInput without pooling or without cells.
+  void HeadOutput(size_t head, std::span<float> out) const;
+
   void Save(Snapshot* snapshot) const;
   void Restore(const Snapshot& snapshot);
 
@@ -79,6 +90,8 @@ class Decoder {
   void Project(const kernels::CqMatrix& m, const float* x, size_t n, size_t ldx, size_t row_begin,
                size_t row_end, float* y, size_t ldy);
   size_t Slot(uint32_t pos) const;
+  // Adds the cells of n tokens (each d values, row stride ld) to every probe's online softmax.
+  void PoolCells(const float* cells, size_t n, size_t ld);
   size_t SlotsUsed() const;
 
   const Model* model_;
@@ -96,6 +109,13 @@ class Decoder {
   std::vector<float> k_cache_, v_cache_;  // [layers, capacity, kv_dim]
   std::vector<float> conv_;               // [sites, conv_ring, d] engram vraw history
   std::vector<int32_t> tokens_;           // [token_ring] ids by position modulo token_ring
+  // Probe pooling, one online softmax per (head, probe): stats = {running max, sum of weights},
+  // acc = sum of weight * cell, all relative to the running max.
+  size_t num_probes_ = 0;          // over all heads
+  std::vector<float> pool_stats_;  // [num_probes, 2]
+  std::vector<float> pool_acc_;    // [num_probes, d]
+  std::vector<float> probes_;      // [num_probes, d] all heads' probes, scaled by 1/sqrt(d)
+  std::vector<float> cell_;        // [B, d] lane means
 
   // Scratch, sized for max_batch tokens (B).
   std::vector<float> rope_freqs_;               // [head_dim / 2]
