@@ -10,6 +10,7 @@ namespace needle::kernels {
 inline float Sigmoid(float z) { return 1.f / (1.f + std::exp(-z)); }
 inline float Silu(float z) { return z * Sigmoid(z); }
 
+// Fixed summation order (8 interleaved partial sums), identical on every ISA.
 float Dot(const float* a, const float* b, size_t n);
 // 1 / sqrt(mean(x^2) + eps).
 float InvRms(const float* x, size_t n, float eps);
