@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "base/error.h"
 #include "format/cact.h"
 #include "model/decoder.h"
 #include "model/golden.h"
@@ -290,4 +291,29 @@ TEST_CASE("probe heads: streamed pooling equals softmax pooling over all cells",
   dec.Prefill({ids.data() + 30, 15}, {});
   dec.HeadOutput(1, after);
   CHECK(before == after);
+}
+
+TEST_CASE("the sink length can be changed before the prefix is fed", "[model][window]") {
+  const auto file = needle::format::CactFile::Open(ModelPath("tiny.cact"));
+  const Model model(file);
+  const uint32_t V = model.geometry().vocab;
+  const auto golden = needle::model::LoadGolden(GoldenPath("tiny"), V);
+  const auto& c = golden.reference.back();
+  REQUIRE(c.kv_window == 256);
+  REQUIRE(c.sink_len == 40);
+  DecoderConfig cfg;
+  cfg.kv_window = c.kv_window;
+  cfg.sink_len = 5;
+  cfg.max_sink_len = 64;
+  Decoder dec(model, cfg);
+  std::vector<float> logits(V);
+  dec.Prefill({c.ids.data(), 3}, {});
+  dec.Reset();
+  dec.SetSinkLen(c.sink_len);
+  CHECK(dec.sink_len() == 40);
+  dec.Prefill(c.ids, logits);
+  CHECK(needle::model::MaxAbsDiff(logits.data(), c.last_logits.data(), V) <= 2e-3f);
+  CHECK_THROWS_AS(dec.SetSinkLen(10), needle::InvalidInput);  // positions already fed
+  dec.Reset();
+  CHECK_THROWS_AS(dec.SetSinkLen(65), needle::InvalidInput);  // beyond the capacity
 }

@@ -56,10 +56,13 @@ Decoder::Decoder(const Model& model, const DecoderConfig& config)
   if (config_.threads < 1) config_.threads = 1;
   if (config_.kv_window == 0) {
     capacity_ = config_.max_positions ? config_.max_positions : g.max_seq_len;
-    config_.sink_len = 0;
+    config_.sink_len = config_.max_sink_len = 0;
   } else {
-    capacity_ = size_t{config_.sink_len} + config_.kv_window;
+    config_.max_sink_len = std::max(config_.max_sink_len, config_.sink_len);
+    capacity_ = size_t{config_.max_sink_len} + config_.kv_window;
   }
+  sink_len_ = config_.sink_len;
+  max_sink_len_ = config_.max_sink_len;
   conv_ring_ =
       size_t{g.engram_conv_taps > 0 ? g.engram_conv_taps - 1 : 0} * g.engram_conv_dilation + 1;
   token_ring_ = 1;
@@ -178,8 +181,20 @@ void Decoder::Reset() {
 }
 
 size_t Decoder::Slot(uint32_t pos) const {
-  if (config_.kv_window == 0 || pos < config_.sink_len) return pos;
-  return config_.sink_len + (pos - config_.sink_len) % config_.kv_window;
+  if (config_.kv_window == 0 || pos < sink_len_) return pos;
+  return sink_len_ + (pos - sink_len_) % config_.kv_window;
+}
+
+void Decoder::SetSinkLen(uint32_t n) {
+  if (config_.kv_window == 0) return;  // no window: every position is visible anyway
+  if (n > max_sink_len_)
+    Fail<InvalidInput>("sink length {} exceeds the decoder's maximum {}", n, max_sink_len_);
+  if (position_ > std::min(sink_len_, n))
+    Fail<InvalidInput>(
+        "sink length can only change while every fed position is a sink "
+        "(position {}, sinks {} -> {})",
+        position_, sink_len_, n);
+  sink_len_ = n;
 }
 
 size_t Decoder::SlotsUsed() const { return std::min<size_t>(position_, capacity_); }
@@ -187,6 +202,7 @@ size_t Decoder::SlotsUsed() const { return std::min<size_t>(position_, capacity_
 void Decoder::Save(Snapshot* s) const {
   const size_t kvd = geometry_.kv_dim(), used = SlotsUsed();
   s->position = position_;
+  s->sink_len = sink_len_;
   s->k.resize(geometry_.num_layers * used * kvd);
   s->v.resize(geometry_.num_layers * used * kvd);
   for (size_t l = 0; l < geometry_.num_layers; ++l) {
@@ -204,7 +220,11 @@ void Decoder::Restore(const Snapshot& s) {
   if (s.k.size() != geometry_.num_layers * used * kvd || s.engram_ring.size() != conv_.size() ||
       s.token_ring.size() != tokens_.size() || s.pool_acc.size() != pool_acc_.size())
     Fail<InvalidInput>("snapshot does not belong to a decoder of this model and configuration");
+  if (s.sink_len > max_sink_len_ && config_.kv_window != 0)
+    Fail<InvalidInput>("snapshot sink length {} exceeds the decoder's maximum {}", s.sink_len,
+                       max_sink_len_);
   position_ = s.position;
+  sink_len_ = s.sink_len;
   for (size_t l = 0; l < geometry_.num_layers; ++l) {
     std::memcpy(&k_cache_[l * capacity_ * kvd], &s.k[l * used * kvd], used * kvd * 4);
     std::memcpy(&v_cache_[l * capacity_ * kvd], &s.v[l * used * kvd], used * kvd * 4);
@@ -322,7 +342,7 @@ void Decoder::Attention(size_t layer, size_t n) {
   float* kc = &k_cache_[layer * capacity_ * kvd];
   float* vc = &v_cache_[layer * capacity_ * kvd];
   const float inv_sqrt_hd = 1.f / std::sqrt(static_cast<float>(hd));
-  const uint32_t W = config_.kv_window, sinks = config_.sink_len;
+  const uint32_t W = config_.kv_window, sinks = sink_len_;
   // One kv head (and its query heads) per work item: it owns its slice of every cache slot.
   // Tokens in order: each writes its K/V, then attends (a ring slot is only reused once the
   // position it held is out of every later token's window).

@@ -26,11 +26,19 @@ class Model {
   Weights weights_;
 };
 
+// How activations and the KV cache are represented. Only kF32 exists now (tracks the upstream
+// f32 reference). A faster path (e.g. int8 activations and KV, as the official engine) slots in
+// as another value: Decoder::Project() is the single place activations meet the weights, and the
+// kernel table gets the matching products.
+enum class NumericPath { kF32 };
+
 struct DecoderConfig {
+  NumericPath path = NumericPath::kF32;
   // Sliding window W in positions: position p sees p' when p - p' < W or p' < sink_len.
   // 0 = every earlier position is visible (then max_positions bounds the conversation).
   uint32_t kv_window = 0;
   uint32_t sink_len = 0;       // pinned prefix length (only meaningful with a window)
+  uint32_t max_sink_len = 0;   // largest sink_len SetSinkLen() may set (0 = sink_len)
   uint32_t max_positions = 0;  // capacity when kv_window == 0 (0 = the header's max_seq_len)
   uint32_t max_batch = 32;     // tokens per prefill pass (scratch is sized for this)
   int threads = 1;             // OpenMP threads across output rows; results do not depend on it
@@ -45,6 +53,7 @@ struct DecoderConfig {
 // State after a prefix: enough to resume decoding exactly where it was.
 struct Snapshot {
   uint32_t position = 0;
+  uint32_t sink_len = 0;
   std::vector<float> k, v;                  // [layers, slots_used, kv_dim]
   std::vector<float> engram_ring;           // [sites, ring, d]
   std::vector<int32_t> token_ring;          // last max-order tokens
@@ -63,6 +72,11 @@ class Decoder {
   uint32_t vocab() const { return geometry_.vocab; }
   // Forgets everything (position 0).
   void Reset();
+  uint32_t sink_len() const { return sink_len_; }
+  // Changes the pinned prefix length, e.g. after Reset() when the prefix changes. Allowed while
+  // every position fed so far is a sink under both the old and the new value (position() <=
+  // min(old, new)); n must not exceed max_sink_len. Throws InvalidInput otherwise.
+  void SetSinkLen(uint32_t n);
 
   // Feeds `ids` at positions position(), position()+1, ... If `last_logits` is non-empty (vocab
   // values) it receives the logits after the last id; if `all_logits` is non-empty
@@ -100,6 +114,8 @@ class Decoder {
   DecoderConfig config_;
   const kernels::KernelTable* kernels_;
   uint32_t position_ = 0;
+  uint32_t sink_len_ = 0;  // current pinned prefix (<= max sinks the capacity was sized for)
+  uint32_t max_sink_len_ = 0;
   size_t capacity_ = 0;    // KV slots per layer
   size_t conv_ring_ = 0;   // engram vraw ring length in positions
   size_t token_ring_ = 0;  // token history length
