@@ -17,5 +17,6 @@ void RegisterTokenize(CLI::App& app);
 void RegisterDetokenize(CLI::App& app);
 void RegisterVerify(CLI::App& app);
 void RegisterBench(CLI::App& app);
+void RegisterRun(CLI::App& app);
 
 }  // namespace needle::cli
