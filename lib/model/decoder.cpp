@@ -267,20 +267,43 @@ void Decoder::Prefill(std::span<const int32_t> ids, std::span<float> last_logits
 
 void Decoder::Project(const kernels::CqMatrix& m, const float* x, size_t n, size_t ldx,
                       size_t row_begin, size_t row_end, float* y, size_t ldy) {
-  kernels::CqTransformActivations(x, n, m.cols, ldx, m.group, m.in_pad, x_hat_.data());
-  const size_t rows = row_end - row_begin;
+  const ProjectJob job{&m, row_begin, row_end, y, ldy};
+  ProjectShared(x, n, ldx, {&job, 1});
+}
+
+void Decoder::ProjectShared(const float* x, size_t n, size_t ldx,
+                            std::span<const ProjectJob> jobs) {
+  const kernels::CqMatrix& m0 = *jobs[0].m;
+  for (const ProjectJob& j : jobs)
+    if (j.m->cols != m0.cols || j.m->group != m0.group) {  // different transform: one at a time
+      for (const ProjectJob& one : jobs)
+        Project(*one.m, x, n, ldx, one.row_begin, one.row_end, one.y, one.ldy);
+      return;
+    }
+  kernels::CqTransformActivations(x, n, m0.cols, ldx, m0.group, m0.in_pad, x_hat_.data());
+  const float* x_hat = x_hat_.data();
   const kernels::CqGemmFn gemm = kernels_->cq_gemm;
-  if (config_.threads <= 1 || rows * n * m.in_pad < kParallelMinWork || rows < 2 * kRowsPerChunk) {
-    gemm(m, x_hat_.data(), n, row_begin, row_end, y, ldy);
+  // Work items: chunks of kRowsPerChunk rows of each job, numbered job by job.
+  size_t first_chunk[kMaxJobs + 1] = {0};
+  size_t rows = 0;
+  for (size_t k = 0; k < jobs.size(); ++k) {
+    const size_t r = jobs[k].row_end - jobs[k].row_begin;
+    rows += r;
+    first_chunk[k + 1] = first_chunk[k] + (r + kRowsPerChunk - 1) / kRowsPerChunk;
+  }
+  if (config_.threads <= 1 || rows * n * m0.in_pad < kParallelMinWork || rows < 2 * kRowsPerChunk) {
+    for (const ProjectJob& j : jobs) gemm(*j.m, x_hat, n, j.row_begin, j.row_end, j.y, j.ldy);
     return;
   }
-  const long chunks = static_cast<long>((rows + kRowsPerChunk - 1) / kRowsPerChunk);
-  const float* x_hat = x_hat_.data();
+  const long chunks = static_cast<long>(first_chunk[jobs.size()]);
 #pragma omp parallel for num_threads(config_.threads) schedule(static)
   for (long c = 0; c < chunks; ++c) {
-    const size_t b = row_begin + static_cast<size_t>(c) * kRowsPerChunk;
-    const size_t e = std::min(row_end, b + kRowsPerChunk);
-    gemm(m, x_hat, n, b, e, y + (b - row_begin), ldy);
+    size_t k = 0;
+    while (static_cast<size_t>(c) >= first_chunk[k + 1]) ++k;
+    const ProjectJob& j = jobs[k];
+    const size_t b = j.row_begin + (static_cast<size_t>(c) - first_chunk[k]) * kRowsPerChunk;
+    const size_t e = std::min(j.row_end, b + kRowsPerChunk);
+    gemm(*j.m, x_hat, n, b, e, j.y + (b - j.row_begin), j.ldy);
   }
 }
 
@@ -316,8 +339,9 @@ void Decoder::Engram(size_t site, const int32_t* ids, size_t n) {
     }
   }
   float* kk = &eng_kk_[site * config_.max_batch * d];
-  Project(ew.key_proj, eng_e_.data(), n, edim, 0, d, kk, d);
-  Project(ew.value_proj, eng_e_.data(), n, edim, 0, d, eng_vraw_.data(), d);
+  const ProjectJob kv[] = {{&ew.key_proj, 0, d, kk, d},
+                           {&ew.value_proj, 0, d, eng_vraw_.data(), d}};
+  ProjectShared(eng_e_.data(), n, edim, kv);
   // Causal depthwise conv over vraw with dilation c: v_p = sum_j taps[j] * vraw_{p - j*c}.
   float* ring = &conv_[site * conv_ring_ * d];
   float* v = &eng_v_[site * config_.max_batch * d];
@@ -408,9 +432,11 @@ void Decoder::RunBlock(const int32_t* ids, size_t n, float* logits, size_t logit
     const LayerWeights& lw = w.layers[li];
     const size_t lstar = li % nl;
     for (size_t t = 0; t < n; ++t) kernels::RmsUnit(&lanes_[t * nd], nd, kEps, &nx_[t * nd]);
-    Project(w.phi_pre, nx_.data(), n, nd, li * nl, (li + 1) * nl, &coef_[0], ncoef);
-    Project(w.phi_post, nx_.data(), n, nd, li * nl, (li + 1) * nl, &coef_[nl], ncoef);
-    Project(w.phi_res, nx_.data(), n, nd, li * nl * nl, (li + 1) * nl * nl, &coef_[2 * nl], ncoef);
+    const ProjectJob phi[] = {
+        {&w.phi_pre, li * nl, (li + 1) * nl, &coef_[0], ncoef},
+        {&w.phi_post, li * nl, (li + 1) * nl, &coef_[nl], ncoef},
+        {&w.phi_res, li * nl * nl, (li + 1) * nl * nl, &coef_[2 * nl], ncoef}};
+    ProjectShared(nx_.data(), n, nd, phi);
 
     const int site = g.engram_site_of_layer(static_cast<uint32_t>(li));
     for (size_t t = 0; t < n; ++t) {
@@ -437,10 +463,11 @@ void Decoder::RunBlock(const int32_t* ids, size_t n, float* logits, size_t logit
     }
 
     // Attention.
-    Project(lw.q_proj, h_.data(), n, d, 0, ad, q_.data(), ad);
-    Project(lw.k_proj, h_.data(), n, d, 0, kvd, k_.data(), kvd);
-    Project(lw.v_proj, h_.data(), n, d, 0, kvd, v_.data(), kvd);
-    Project(lw.gate_proj, h_.data(), n, d, 0, ad, gate_.data(), ad);
+    const ProjectJob qkvg[] = {{&lw.q_proj, 0, ad, q_.data(), ad},
+                               {&lw.k_proj, 0, kvd, k_.data(), kvd},
+                               {&lw.v_proj, 0, kvd, v_.data(), kvd},
+                               {&lw.gate_proj, 0, ad, gate_.data(), ad}};
+    ProjectShared(h_.data(), n, d, qkvg);
     for (size_t t = 0; t < n; ++t) {
       const float pos = static_cast<float>(position_ + t);
       for (size_t h = 0; h < g.num_heads; ++h) {

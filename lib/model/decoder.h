@@ -100,6 +100,17 @@ class Decoder {
   void RunBlock(const int32_t* ids, size_t n, float* logits, size_t logits_from);
   void Engram(size_t site, const int32_t* ids, size_t n);
   void Attention(size_t layer, size_t n);
+  // One product of a batch sharing the same input: rows [row_begin, row_end) of m into y.
+  struct ProjectJob {
+    const kernels::CqMatrix* m;
+    size_t row_begin, row_end;
+    float* y;
+    size_t ldy;
+  };
+  static constexpr size_t kMaxJobs = 4;
+  // Several products of the same input x (one activation transform, one parallel region when
+  // the matrices share cols and group). At most kMaxJobs jobs.
+  void ProjectShared(const float* x, size_t n, size_t ldx, std::span<const ProjectJob> jobs);
   // y[t][r - row_begin] = dot(row r of m, x[t]) for t < n (x row stride ldx).
   void Project(const kernels::CqMatrix& m, const float* x, size_t n, size_t ldx, size_t row_begin,
                size_t row_end, float* y, size_t ldy);
