@@ -1,12 +1,16 @@
 // Kernel and decode self-checks on a model's own tensors (selfcheck.h).
 #include "model/selfcheck.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 
 #include "base/fp16.h"
+#include "kernels/cpu_features.h"
 #include "kernels/dispatch.h"
+#include "kernels/fwht.h"
 #include "model/weights.h"
 #include "quant/cq.h"
 
@@ -39,6 +43,33 @@ void FillActivations(std::vector<float>* x, uint32_t seed) {
 std::vector<KernelCheck> CheckKernels(const format::CactFile& file) {
   std::vector<KernelCheck> out;
   const std::vector<std::string> isas = kernels::AvailableIsas();
+#if defined(NEEDLE_X86)
+  // FWHT at every size this model uses (CQ groups, hada_n): the ISA version must be bit-identical.
+  if (kernels::BestIsa() >= kernels::Isa::kAvx2) {
+    std::vector<size_t> sizes{file.geometry().hada_n};
+    for (const auto& t : file.tensors())
+      if (t.dtype == format::DType::kCQ) sizes.push_back(t.group);
+    std::sort(sizes.begin(), sizes.end());
+    sizes.erase(std::unique(sizes.begin(), sizes.end()), sizes.end());
+    for (size_t n : sizes) {
+      if (n < 8) continue;
+      std::vector<float> a(n), b;
+      FillActivations(&a, static_cast<uint32_t>(n));
+      b = a;
+      kernels::FwhtReference(a.data(), n);
+      kernels::FwhtAvx2(b.data(), n);
+      double max_diff = 0, max_ref = 0;
+      for (size_t i = 0; i < n; ++i) {
+        max_diff = std::max(max_diff, static_cast<double>(std::fabs(a[i] - b[i])));
+        max_ref = std::max(max_ref, static_cast<double>(std::fabs(a[i])));
+      }
+      KernelCheck c{fmt::format("fwht[{}]", n), "avx2", n, 0.0, false};
+      c.max_rel_diff = max_ref > 0 ? max_diff / max_ref : max_diff;
+      c.pass = max_diff == 0;  // same butterflies in the same order
+      out.push_back(c);
+    }
+  }
+#endif
   for (const auto& t : file.tensors()) {
     if (t.dtype != format::DType::kCQ) continue;
     const kernels::CqMatrix m = CqMatrixOf(file, t);
