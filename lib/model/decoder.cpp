@@ -203,6 +203,8 @@ void Decoder::Save(Snapshot* s) const {
   const size_t kvd = geometry_.kv_dim(), used = SlotsUsed();
   s->position = position_;
   s->sink_len = sink_len_;
+  s->kv_window = config_.kv_window;
+  s->capacity = capacity_;
   s->k.resize(geometry_.num_layers * used * kvd);
   s->v.resize(geometry_.num_layers * used * kvd);
   for (size_t l = 0; l < geometry_.num_layers; ++l) {
@@ -217,7 +219,8 @@ void Decoder::Save(Snapshot* s) const {
 
 void Decoder::Restore(const Snapshot& s) {
   const size_t kvd = geometry_.kv_dim(), used = std::min<size_t>(s.position, capacity_);
-  if (s.k.size() != geometry_.num_layers * used * kvd || s.engram_ring.size() != conv_.size() ||
+  if (s.kv_window != config_.kv_window || s.capacity != capacity_ ||
+      s.k.size() != geometry_.num_layers * used * kvd || s.engram_ring.size() != conv_.size() ||
       s.token_ring.size() != tokens_.size() || s.pool_acc.size() != pool_acc_.size())
     Fail<InvalidInput>("snapshot does not belong to a decoder of this model and configuration");
   if (s.sink_len > max_sink_len_ && config_.kv_window != 0)

@@ -54,6 +54,8 @@ struct DecoderConfig {
 struct Snapshot {
   uint32_t position = 0;
   uint32_t sink_len = 0;
+  uint32_t kv_window = 0;
+  size_t capacity = 0;  // KV slots of the decoder it came from
   std::vector<float> k, v;                  // [layers, slots_used, kv_dim]
   std::vector<float> engram_ring;           // [sites, ring, d]
   std::vector<int32_t> token_ring;          // last max-order tokens
