@@ -1,8 +1,6 @@
 // The Needle 2 forward pass (MODEL.md), f32 activations and f32 KV cache, on CQ codes.
 #include "model/decoder.h"
 
-#include <omp.h>
-
 #include <algorithm>
 #include <cmath>
 #include <cstring>
