@@ -551,3 +551,31 @@ TEST_CASE("tokenizer: merge order, '▁' inside pieces and unk runs on a hand-ma
   CHECK(tok.Encode("xa<m>y", false) == Ids{unk, a, marker, unk});
   CHECK(tok.Decode(Ids{sp, a, spsp, b}) == "a  b");
 }
+
+TEST_CASE("tokenizer blob: random corruption parses or throws FormatError", "[text][blob]") {
+  const auto good = TinyBlob();
+  uint64_t state = 0x9E3779B97F4A7C15ull;  // fixed seed: deterministic
+  auto next = [&] {
+    state ^= state << 13, state ^= state >> 7, state ^= state << 17;
+    return state;
+  };
+  int rejected = 0;
+  for (int round = 0; round < 300; ++round) {
+    auto bytes = good;
+    const int flips = 1 + static_cast<int>(next() % 4);
+    for (int f = 0; f < flips; ++f) {
+      // Mostly the header and the first records, where lengths and types live.
+      const size_t at = next() % (round % 2 ? 600 : bytes.size());
+      bytes[at] = static_cast<uint8_t>(next());
+    }
+    if (round % 5 == 0) bytes.resize(next() % bytes.size());
+    try {
+      const auto blob = needle::format::ParseTokenizerBlob(bytes, "fuzz");
+      const Tokenizer tok(blob, "fuzz");
+      (void)tok.Encode("Set a timer for 5 minutes. <|im_end|> \xff");
+    } catch (const FormatError&) {
+      ++rejected;
+    }
+  }
+  CHECK(rejected > 100);
+}
