@@ -14,6 +14,9 @@ void RegisterAll(CLI::App& app) {
   RegisterInspect(app);
   RegisterTokenize(app);
   RegisterDetokenize(app);
+  RegisterRun(app);
+  RegisterVerify(app);
+  RegisterBench(app);
 }
 
 }  // namespace needle::cli

@@ -15,5 +15,8 @@ void SetExitCode(int code);
 void RegisterInspect(CLI::App& app);
 void RegisterTokenize(CLI::App& app);
 void RegisterDetokenize(CLI::App& app);
+void RegisterVerify(CLI::App& app);
+void RegisterBench(CLI::App& app);
+void RegisterRun(CLI::App& app);
 
 }  // namespace needle::cli

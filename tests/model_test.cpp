@@ -1,0 +1,223 @@
+// Forward pass against the upstream goldens (tiny, small, official geometry), thread-count
+// independence, windowed decoding, snapshots.
+#include <catch2/catch.hpp>
+
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "format/cact.h"
+#include "model/decoder.h"
+#include "model/golden.h"
+
+namespace {
+
+using needle::model::Decoder;
+using needle::model::DecoderConfig;
+using needle::model::Model;
+
+std::string ModelPath(const std::string& name) {
+  return std::string(NEEDLE_TEST_DATA) + "/models/" + name;
+}
+std::string GoldenPath(const std::string& dir) {
+  return std::string(NEEDLE_TEST_DATA) + "/golden/" + dir + "/golden.json";
+}
+
+void CheckReferences(const std::string& model_file, const std::string& golden_dir) {
+  const auto file = needle::format::CactFile::Open(ModelPath(model_file));
+  const Model model(file);
+  const auto golden = needle::model::LoadGolden(GoldenPath(golden_dir), model.geometry().vocab);
+  REQUIRE(golden.reference.size() == 8);
+  const needle::model::Tolerances tol;
+  for (size_t i = 0; i < golden.reference.size(); ++i) {
+    const auto& c = golden.reference[i];
+    const auto r = needle::model::RunReference(model, c, tol, 1);
+    INFO(model_file << " reference " << i << " (" << c.ids.size() << " ids, window "
+                    << c.kv_window << ", sinks " << c.sink_len << "): max|diff| "
+                    << r.max_abs_diff << " cosine " << r.cosine << " top5 mismatches "
+                    << r.top5_mismatches << " first at " << r.first_mismatch);
+    CHECK(r.max_abs_diff <= tol.reference_max_abs);
+    CHECK(r.top5_mismatches == 0);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("tiny matches the upstream f32 reference logits", "[model]") {
+  CheckReferences("tiny.cact", "tiny");
+}
+
+namespace {
+
+void CheckOfficial(const std::string& model_file, const std::string& golden_dir) {
+  const auto file = needle::format::CactFile::Open(ModelPath(model_file));
+  const Model model(file);
+  const auto golden = needle::model::LoadGolden(GoldenPath(golden_dir), model.geometry().vocab);
+  REQUIRE(golden.official.size() == 6);
+  const needle::model::Tolerances tol;
+  for (size_t i = 0; i < golden.official.size(); ++i) {
+    const auto r = needle::model::RunOfficial(model, golden.official[i], tol, 1);
+    INFO(model_file << " official " << i << ": cosine " << r.cosine << " max|diff| "
+                    << r.max_abs_diff << " top1 " << r.top1 << " expected " << r.expected_top1);
+    CHECK(r.cosine >= tol.official_cosine);
+    CHECK(r.top1 == r.expected_top1);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("tiny matches the official engine's first-step logits", "[model]") {
+  CheckOfficial("tiny.cact", "tiny");
+}
+
+TEST_CASE("small matches the upstream f32 reference logits", "[model]") {
+  CheckReferences("small.cact", "small");
+}
+
+TEST_CASE("small matches the official engine's first-step logits", "[model]") {
+  CheckOfficial("small.cact", "small");
+}
+
+TEST_CASE("official geometry matches the upstream reference and the official engine",
+          "[model][long]") {
+  CheckReferences("official-geometry.cact", "official");
+  CheckOfficial("official-geometry.cact", "official");
+}
+
+namespace {
+
+// A deterministic token stream (ids spread over the vocabulary).
+std::vector<int32_t> Tokens(size_t n, uint32_t vocab, uint32_t seed) {
+  std::vector<int32_t> ids(n);
+  uint32_t s = seed;
+  for (auto& id : ids) {
+    s = s * 1664525u + 1013904223u;
+    id = static_cast<int32_t>((s >> 8) % vocab);
+  }
+  return ids;
+}
+
+std::vector<float> AllLogits(const Model& model, DecoderConfig cfg, const std::vector<int32_t>& ids) {
+  Decoder dec(model, cfg);
+  std::vector<float> all(ids.size() * model.geometry().vocab);
+  dec.Prefill(ids, {}, all);
+  return all;
+}
+
+}  // namespace
+
+TEST_CASE("logits do not depend on the thread count", "[model][threads]") {
+  const auto file = needle::format::CactFile::Open(ModelPath("small.cact"));
+  const Model model(file);
+  const auto ids = Tokens(40, model.geometry().vocab, 3);
+  for (const char* isa : {"scalar", "best"}) {
+    DecoderConfig cfg;
+    cfg.kv_window = 16;
+    cfg.sink_len = 5;
+    cfg.max_batch = 11;
+    if (std::string(isa) == "scalar") cfg.kernels = &needle::kernels::ReferenceKernels();
+    cfg.threads = 1;
+    const auto one = AllLogits(model, cfg, ids);
+    cfg.threads = 2;
+    const auto two = AllLogits(model, cfg, ids);
+    INFO("kernels " << isa);
+    REQUIRE(one.size() == two.size());
+    CHECK(std::memcmp(one.data(), two.data(), one.size() * sizeof(float)) == 0);
+  }
+}
+
+TEST_CASE("batched prefill equals one token per step, also across ring wrap-around",
+          "[model][window]") {
+  const auto file = needle::format::CactFile::Open(ModelPath("tiny.cact"));
+  const Model model(file);
+  const uint32_t V = model.geometry().vocab;
+  const auto ids = Tokens(50, V, 9);
+  for (uint32_t window : {0u, 8u}) {
+    DecoderConfig cfg;
+    cfg.kv_window = window;
+    cfg.sink_len = 3;
+    cfg.max_positions = 64;
+    cfg.max_batch = 32;  // > window: the ring wraps inside one block
+    const auto batched = AllLogits(model, cfg, ids);
+    cfg.max_batch = 1;
+    Decoder dec(model, cfg);
+    std::vector<float> step(V);
+    for (size_t t = 0; t < ids.size(); ++t) {
+      dec.Step(ids[t], step);
+      INFO("window " << window << " position " << t);
+      REQUIRE(needle::model::MaxAbsDiff(step.data(), batched.data() + t * V, V) <= 1e-5f);
+    }
+  }
+  // A window this small must change the logits (the test would be vacuous otherwise).
+  DecoderConfig full, windowed;
+  full.max_positions = 64;
+  windowed.kv_window = 8;
+  windowed.sink_len = 3;
+  const auto a = AllLogits(model, full, ids), b = AllLogits(model, windowed, ids);
+  CHECK(needle::model::MaxAbsDiff(a.data() + 49 * V, b.data() + 49 * V, V) > 1e-3f);
+}
+
+TEST_CASE("a prefix snapshot restores the exact state", "[model][snapshot]") {
+  const auto file = needle::format::CactFile::Open(ModelPath("tiny.cact"));
+  const Model model(file);
+  const uint32_t V = model.geometry().vocab;
+  const auto prefix = Tokens(30, V, 4), turn_a = Tokens(12, V, 5), turn_b = Tokens(9, V, 6);
+  DecoderConfig cfg;
+  cfg.kv_window = 16;
+  cfg.sink_len = 30;
+  Decoder dec(model, cfg);
+  dec.Prefill(prefix, {});
+  needle::model::Snapshot snap;
+  dec.Save(&snap);
+  std::vector<float> a1(V), a2(V), b1(V), fresh(V);
+  dec.Prefill(turn_a, a1);
+  dec.Restore(snap);
+  dec.Prefill(turn_b, b1);
+  dec.Restore(snap);
+  CHECK(dec.position() == 30);
+  dec.Prefill(turn_a, a2);
+  CHECK(std::memcmp(a1.data(), a2.data(), V * sizeof(float)) == 0);
+  Decoder other(model, cfg);
+  std::vector<int32_t> both = prefix;
+  both.insert(both.end(), turn_b.begin(), turn_b.end());
+  other.Prefill(both, fresh);
+  CHECK(needle::model::MaxAbsDiff(b1.data(), fresh.data(), V) <= 1e-5f);
+}
+
+TEST_CASE("needle verify passes tiny with its golden and fails a too-strict tolerance",
+          "[model][cli][verify]") {
+  const std::string cmd = std::string("'") + NEEDLE_BINARY + "' verify '" +
+                          ModelPath("tiny.cact") + "' --golden '" + GoldenPath("tiny") +
+                          "' --json -t 1";
+  auto run = [](const std::string& c, std::string* out) {
+    FILE* p = popen(c.c_str(), "r");
+    REQUIRE(p != nullptr);
+    char buf[4096];
+    size_t got;
+    while ((got = fread(buf, 1, sizeof buf, p)) > 0) out->append(buf, got);
+    const int status = pclose(p);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  };
+  std::string out;
+  REQUIRE(run(cmd, &out) == 0);
+  const auto j = nlohmann::json::parse(out);
+  CHECK(j["pass"] == true);
+  CHECK(j["file"]["sha256"].get<std::string>().size() == 64);
+  CHECK(j["kernels"]["pass"] == true);
+  CHECK(j["decode"]["pass"] == true);
+  REQUIRE(j["golden"]["reference"].size() == 8);
+  REQUIRE(j["golden"]["official"].size() == 6);
+  CHECK(j["golden"]["reference"][7]["kv_window"] == 256);
+  CHECK(j["golden"]["reference"][7]["sink_len"] == 40);
+  for (const auto& r : j["golden"]["reference"]) CHECK(r["pass"] == true);
+  for (const auto& o : j["golden"]["official"]) CHECK(o["cosine"].get<double>() >= 0.9998);
+
+  std::string strict;
+  CHECK(run(cmd + " --max-abs 1e-9", &strict) == 1);
+  CHECK(nlohmann::json::parse(strict)["pass"] == false);
+}
