@@ -1,8 +1,7 @@
 // CQ product kernels: the scalar reference against an explicit dense Hadamard computation, and
 // every compiled ISA against the scalar reference on awkward sizes.
-#include <catch2/catch.hpp>
-
 #include <bit>
+#include <catch2/catch.hpp>
 #include <cmath>
 #include <cstdint>
 #include <random>
@@ -69,9 +68,9 @@ std::vector<double> DenseProduct(const TestMatrix& t, const std::vector<float>& 
   for (size_t r = 0; r < m.rows; ++r) {
     std::vector<double> w(m.in_pad, 0.0);
     for (size_t g = 0; g < m.groups_per_row; ++g) {
-      const double norm = needle::F16ToF32(static_cast<uint16_t>(
-          t.norms[2 * (r * m.groups_per_row + g)] |
-          (t.norms[2 * (r * m.groups_per_row + g) + 1] << 8)));
+      const double norm = needle::F16ToF32(
+          static_cast<uint16_t>(t.norms[2 * (r * m.groups_per_row + g)] |
+                                (t.norms[2 * (r * m.groups_per_row + g) + 1] << 8)));
       for (size_t j = 0; j < m.group; ++j) {
         double acc = 0;
         for (size_t i = 0; i < m.group; ++i) {

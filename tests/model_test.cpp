@@ -1,16 +1,16 @@
 // Forward pass against the upstream goldens (tiny, small, official geometry), thread-count
 // independence, windowed decoding, snapshots.
-#include <catch2/catch.hpp>
-
 #include <sys/wait.h>
 
+#include <catch2/catch.hpp>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
+#include "base/error.h"
 #include "format/cact.h"
 #include "model/decoder.h"
 #include "model/golden.h"
@@ -37,10 +37,10 @@ void CheckReferences(const std::string& model_file, const std::string& golden_di
   for (size_t i = 0; i < golden.reference.size(); ++i) {
     const auto& c = golden.reference[i];
     const auto r = needle::model::RunReference(model, c, tol, 1);
-    INFO(model_file << " reference " << i << " (" << c.ids.size() << " ids, window "
-                    << c.kv_window << ", sinks " << c.sink_len << "): max|diff| "
-                    << r.max_abs_diff << " cosine " << r.cosine << " top5 mismatches "
-                    << r.top5_mismatches << " first at " << r.first_mismatch);
+    INFO(model_file << " reference " << i << " (" << c.ids.size() << " ids, window " << c.kv_window
+                    << ", sinks " << c.sink_len << "): max|diff| " << r.max_abs_diff << " cosine "
+                    << r.cosine << " top5 mismatches " << r.top5_mismatches << " first at "
+                    << r.first_mismatch);
     CHECK(r.max_abs_diff <= tol.reference_max_abs);
     CHECK(r.top5_mismatches == 0);
   }
@@ -102,7 +102,8 @@ std::vector<int32_t> Tokens(size_t n, uint32_t vocab, uint32_t seed) {
   return ids;
 }
 
-std::vector<float> AllLogits(const Model& model, DecoderConfig cfg, const std::vector<int32_t>& ids) {
+std::vector<float> AllLogits(const Model& model, DecoderConfig cfg,
+                             const std::vector<int32_t>& ids) {
   Decoder dec(model, cfg);
   std::vector<float> all(ids.size() * model.geometry().vocab);
   dec.Prefill(ids, {}, all);
@@ -191,9 +192,8 @@ TEST_CASE("a prefix snapshot restores the exact state", "[model][snapshot]") {
 
 TEST_CASE("needle verify passes tiny with its golden and fails a too-strict tolerance",
           "[model][cli][verify]") {
-  const std::string cmd = std::string("'") + NEEDLE_BINARY + "' verify '" +
-                          ModelPath("tiny.cact") + "' --golden '" + GoldenPath("tiny") +
-                          "' --json -t 1";
+  const std::string cmd = std::string("'") + NEEDLE_BINARY + "' verify '" + ModelPath("tiny.cact") +
+                          "' --golden '" + GoldenPath("tiny") + "' --json -t 1";
   auto run = [](const std::string& c, std::string* out) {
     FILE* p = popen(c.c_str(), "r");
     REQUIRE(p != nullptr);
@@ -220,4 +220,100 @@ TEST_CASE("needle verify passes tiny with its golden and fails a too-strict tole
   std::string strict;
   CHECK(run(cmd + " --max-abs 1e-9", &strict) == 1);
   CHECK(nlohmann::json::parse(strict)["pass"] == false);
+}
+
+TEST_CASE("probe heads: streamed pooling equals softmax pooling over all cells", "[model][heads]") {
+  const auto file = needle::format::CactFile::Open(ModelPath("small.cact"));
+  const Model model(file);
+  const auto& g = model.geometry();
+  const auto& heads = model.weights().heads;
+  REQUIRE(heads.size() == 2);
+  const auto ids = Tokens(45, g.vocab, 12);
+  std::vector<float> cells;
+  DecoderConfig cfg;
+  cfg.kv_window = 16;
+  cfg.sink_len = 4;
+  cfg.max_batch = 7;
+  cfg.pool_heads = true;
+  cfg.cell_log = &cells;
+  Decoder dec(model, cfg);
+  dec.Prefill({ids.data(), 30}, {});
+  needle::model::Snapshot snap;
+  dec.Save(&snap);
+  dec.Prefill({ids.data() + 30, 15}, {});
+  const size_t d = g.d_model, num_cells = cells.size() / d;
+  REQUIRE(num_cells == (g.num_layers + 1) * ids.size());
+
+  for (size_t hi = 0; hi < heads.size(); ++hi) {
+    const auto& h = heads[hi];
+    // Independent f64 reference: full softmax over all cells per probe, then the projection.
+    std::vector<double> pooled(h.num_probes * d, 0.0);
+    for (size_t k = 0; k < h.num_probes; ++k) {
+      std::vector<double> score(num_cells);
+      double max = -1e300;
+      for (size_t c = 0; c < num_cells; ++c) {
+        double s = 0;
+        for (size_t i = 0; i < d; ++i) s += double{cells[c * d + i]} * h.probes[k * d + i];
+        score[c] = s / std::sqrt(static_cast<double>(d));
+        max = std::max(max, score[c]);
+      }
+      double total = 0;
+      for (double& s : score) total += (s = std::exp(s - max));
+      for (size_t c = 0; c < num_cells; ++c)
+        for (size_t i = 0; i < d; ++i) pooled[k * d + i] += score[c] / total * cells[c * d + i];
+    }
+    std::vector<double> expect(h.out_dim);
+    double norm = 0;
+    for (size_t o = 0; o < h.out_dim; ++o) {
+      double v = h.bias[o];
+      for (size_t j = 0; j < pooled.size(); ++j)
+        v += double{h.proj[o * pooled.size() + j]} * pooled[j];
+      expect[o] = v;
+      norm += v * v;
+    }
+    if (h.kind == needle::format::HeadKind::kContrastive)
+      for (double& v : expect) v /= std::sqrt(norm);
+    std::vector<float> got(h.out_dim);
+    dec.HeadOutput(hi, got);
+    double max_diff = 0, max_ref = 0;
+    for (size_t o = 0; o < h.out_dim; ++o) {
+      max_diff = std::max(max_diff, std::fabs(got[o] - expect[o]));
+      max_ref = std::max(max_ref, std::fabs(expect[o]));
+    }
+    INFO("head " << hi << " max diff " << max_diff << " max |ref| " << max_ref);
+    CHECK(max_diff <= 1e-4 * std::max(1.0, max_ref));
+  }
+
+  // Restoring the snapshot and feeding the same tokens again gives the same pooled outputs.
+  std::vector<float> before(heads[1].out_dim), after(heads[1].out_dim);
+  dec.HeadOutput(1, before);
+  dec.Restore(snap);
+  dec.Prefill({ids.data() + 30, 15}, {});
+  dec.HeadOutput(1, after);
+  CHECK(before == after);
+}
+
+TEST_CASE("the sink length can be changed before the prefix is fed", "[model][window]") {
+  const auto file = needle::format::CactFile::Open(ModelPath("tiny.cact"));
+  const Model model(file);
+  const uint32_t V = model.geometry().vocab;
+  const auto golden = needle::model::LoadGolden(GoldenPath("tiny"), V);
+  const auto& c = golden.reference.back();
+  REQUIRE(c.kv_window == 256);
+  REQUIRE(c.sink_len == 40);
+  DecoderConfig cfg;
+  cfg.kv_window = c.kv_window;
+  cfg.sink_len = 5;
+  cfg.max_sink_len = 64;
+  Decoder dec(model, cfg);
+  std::vector<float> logits(V);
+  dec.Prefill({c.ids.data(), 3}, {});
+  dec.Reset();
+  dec.SetSinkLen(c.sink_len);
+  CHECK(dec.sink_len() == 40);
+  dec.Prefill(c.ids, logits);
+  CHECK(needle::model::MaxAbsDiff(logits.data(), c.last_logits.data(), V) <= 2e-3f);
+  CHECK_THROWS_AS(dec.SetSinkLen(10), needle::InvalidInput);  // positions already fed
+  dec.Reset();
+  CHECK_THROWS_AS(dec.SetSinkLen(65), needle::InvalidInput);  // beyond the capacity
 }

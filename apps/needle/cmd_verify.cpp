@@ -1,11 +1,9 @@
 // needle verify: checks a model file and this build on this machine — file validation and
 // SHA-256, kernels against the scalar reference on the model's own tensors, code-domain products
 // against decoded rows, and (with --golden) the forward pass against stored reference logits.
-#include <filesystem>
-#include <optional>
-
 #include <fmt/format.h>
 
+#include <filesystem>
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
@@ -16,6 +14,8 @@
 #include "model/golden.h"
 #include "model/selfcheck.h"
 #include "options.h"
+#include "text/prompt.h"
+#include "text/tokenizer.h"
 
 namespace needle::cli {
 
@@ -32,12 +32,12 @@ struct VerifyArgs {
   model::Tolerances tol;
 };
 
-// HOOK (prompt rendering): compares the ids this project renders from an official entry's
-// system / tools_text / query with the stored prefix_ids and turn_ids. Returns nullopt while the
-// prompt renderer (lib/text, branch `text`) is not available in this build.
-std::optional<bool> RenderedIdsMatch(const format::CactFile& /*file*/,
-                                     const model::OfficialCase& /*c*/) {
-  return std::nullopt;
+// Whether the ids this project renders from an official entry's system / tools_text / query
+// equal the engine's stored prefix_ids and turn_ids.
+bool RenderedIdsMatch(const text::PromptRenderer& renderer, const model::OfficialCase& c) {
+  const std::string tools = text::RenderToolsText(c.tools_text);
+  return renderer.PrefixIds(c.system, tools) == c.prefix_ids &&
+         renderer.FirstTurnIds(c.query) == c.turn_ids;
 }
 
 ordered_json Run(const VerifyArgs& a) {
@@ -49,9 +49,8 @@ ordered_json Run(const VerifyArgs& a) {
 
   ordered_json j;
   j["model"] = a.model.path;
-  j["file"] = {{"valid", true},
-               {"bytes", file.bytes().size()},
-               {"sha256", format::Sha256Hex(file.bytes())}};
+  j["file"] = {
+      {"valid", true}, {"bytes", file.bytes().size()}, {"sha256", format::Sha256Hex(file.bytes())}};
   j["isa"] = kernels::ActiveKernels().isa;
   j["available_isas"] = kernels::AvailableIsas();
   j["threads"] = threads;
@@ -61,8 +60,11 @@ ordered_json Run(const VerifyArgs& a) {
   bool kernels_pass = true;
   double kernels_worst = 0;
   for (const auto& c : model::CheckKernels(file)) {
-    kj.push_back({{"tensor", c.tensor}, {"isa", c.isa}, {"outputs", c.rows_checked},
-                  {"max_rel_diff", c.max_rel_diff}, {"pass", c.pass}});
+    kj.push_back({{"tensor", c.tensor},
+                  {"isa", c.isa},
+                  {"outputs", c.rows_checked},
+                  {"max_rel_diff", c.max_rel_diff},
+                  {"pass", c.pass}});
     kernels_pass &= c.pass;
     kernels_worst = std::max(kernels_worst, c.max_rel_diff);
   }
@@ -77,8 +79,10 @@ ordered_json Run(const VerifyArgs& a) {
   bool decode_pass = true;
   double decode_worst = 0;
   for (const auto& c : model::CheckDecodedProducts(file)) {
-    dj.push_back({{"tensor", c.tensor}, {"rows", c.rows_checked},
-                  {"max_rel_diff", c.max_rel_diff}, {"pass", c.pass}});
+    dj.push_back({{"tensor", c.tensor},
+                  {"rows", c.rows_checked},
+                  {"max_rel_diff", c.max_rel_diff},
+                  {"pass", c.pass}});
     decode_pass &= c.pass;
     decode_worst = std::max(decode_worst, c.max_rel_diff);
   }
@@ -88,13 +92,37 @@ ordered_json Run(const VerifyArgs& a) {
                  {"tensors", dj}};
   pass &= decode_pass;
 
-  // HOOK (CQ round trip): re-quantizing a sample of decoded rows through lib/quant is added when
-  // the quant branch lands; until then it is reported as not run.
-  j["cq_round_trip"] = {{"status", "not run: lib/quant codec not in this build"}};
+  // CQ round trip of sampled rows through lib/quant.
+  ordered_json rj = ordered_json::array();
+  bool rt_pass = true;
+  double rt_decode = 0, rt_match = 1, rt_err = 0;
+  for (const auto& c : model::CheckCqRoundTrip(file)) {
+    rj.push_back({{"tensor", c.tensor},
+                  {"rows", c.rows_checked},
+                  {"decode_max_rel_diff", c.decode_max_rel_diff},
+                  {"code_match", c.code_match},
+                  {"norm_max_rel_diff", c.norm_max_rel_diff},
+                  {"pass", c.pass}});
+    rt_pass &= c.pass;
+    rt_decode = std::max(rt_decode, c.decode_max_rel_diff);
+    rt_match = std::min(rt_match, c.code_match);
+    rt_err = std::max(rt_err, c.norm_max_rel_diff);
+  }
+  j["cq_round_trip"] = {{"decode_tolerance_rel", model::kRoundTripDecodeRelTolerance},
+                        {"min_code_match", model::kRoundTripMinCodeMatch},
+                        {"norm_tolerance_rel", model::kRoundTripNormRelTolerance},
+                        {"decode_max_rel_diff", rt_decode},
+                        {"worst_code_match", rt_match},
+                        {"norm_max_rel_diff", rt_err},
+                        {"pass", rt_pass},
+                        {"tensors", rj}};
+  pass &= rt_pass;
 
   if (!a.golden.empty()) {
     const model::Model m(file);
     const model::Golden g = model::LoadGolden(a.golden, file.geometry().vocab);
+    const text::Tokenizer tokenizer = text::Tokenizer::FromCact(file);
+    const text::PromptRenderer renderer(tokenizer);
     ordered_json gj;
     gj["path"] = a.golden;
     gj["model"] = g.model;
@@ -105,10 +133,15 @@ ordered_json Run(const VerifyArgs& a) {
     for (size_t i = 0; i < g.reference.size(); ++i) {
       const auto& c = g.reference[i];
       const auto r = model::RunReference(m, c, a.tol, threads);
-      refs.push_back({{"index", i}, {"ids", c.ids.size()}, {"kv_window", c.kv_window},
-                      {"sink_len", c.sink_len}, {"max_abs_diff", r.max_abs_diff},
-                      {"cosine", r.cosine}, {"top5_mismatches", r.top5_mismatches},
-                      {"first_top5_mismatch", r.first_mismatch}, {"pass", r.pass}});
+      refs.push_back({{"index", i},
+                      {"ids", c.ids.size()},
+                      {"kv_window", c.kv_window},
+                      {"sink_len", c.sink_len},
+                      {"max_abs_diff", r.max_abs_diff},
+                      {"cosine", r.cosine},
+                      {"top5_mismatches", r.top5_mismatches},
+                      {"first_top5_mismatch", r.first_mismatch},
+                      {"pass", r.pass}});
       pass &= r.pass;
     }
     gj["reference"] = refs;
@@ -116,7 +149,7 @@ ordered_json Run(const VerifyArgs& a) {
     for (size_t i = 0; i < g.official.size(); ++i) {
       const auto& c = g.official[i];
       const auto r = model::RunOfficial(m, c, a.tol, threads);
-      const std::optional<bool> rendered = RenderedIdsMatch(file, c);
+      const bool rendered = RenderedIdsMatch(renderer, c);
       ordered_json oj = {{"index", i},
                          {"prefix_ids", c.prefix_ids.size()},
                          {"turn_ids", c.turn_ids.size()},
@@ -124,15 +157,10 @@ ordered_json Run(const VerifyArgs& a) {
                          {"max_abs_diff", r.max_abs_diff},
                          {"top1", r.top1},
                          {"expected_top1", r.expected_top1},
-                         {"pass", r.pass}};
-      if (rendered) {
-        oj["rendered_ids_match"] = *rendered;
-        pass &= *rendered;
-      } else {
-        oj["rendered_ids_match"] = nullptr;  // prompt renderer not in this build
-      }
+                         {"rendered_ids_match", rendered},
+                         {"pass", r.pass && rendered}};
       offs.push_back(oj);
-      pass &= r.pass;
+      pass &= r.pass && rendered;
     }
     gj["official"] = offs;
     j["golden"] = gj;
@@ -148,38 +176,48 @@ void PrintHuman(const ordered_json& j) {
   fmt::print("isa      {} (threads {})\n", j["isa"].get<std::string>(), j["threads"].get<int>());
   const auto& k = j["kernels"];
   fmt::print("kernels  {} tensor checks vs scalar, max rel diff {:.3g} (limit {:.0e}): {}\n",
-             k["tensors"].size(), k["max_rel_diff"].get<double>(),
-             k["tolerance_rel"].get<double>(), k["pass"].get<bool>() ? "ok" : "FAIL");
+             k["tensors"].size(), k["max_rel_diff"].get<double>(), k["tolerance_rel"].get<double>(),
+             k["pass"].get<bool>() ? "ok" : "FAIL");
   for (const auto& t : k["tensors"])
     if (!t["pass"].get<bool>())
       fmt::print("  FAIL {} [{}]: max rel diff {:.3g}\n", t["tensor"].get<std::string>(),
                  t["isa"].get<std::string>(), t["max_rel_diff"].get<double>());
   const auto& d = j["decode"];
-  fmt::print("decode   {} tensors, code-domain product vs decoded rows, max rel diff {:.3g} "
-             "(limit {:.0e}): {}\n",
-             d["tensors"].size(), d["max_rel_diff"].get<double>(),
-             d["tolerance_rel"].get<double>(), d["pass"].get<bool>() ? "ok" : "FAIL");
-  fmt::print("cq       {}\n", j["cq_round_trip"]["status"].get<std::string>());
+  fmt::print(
+      "decode   {} tensors, code-domain product vs decoded rows, max rel diff {:.3g} "
+      "(limit {:.0e}): {}\n",
+      d["tensors"].size(), d["max_rel_diff"].get<double>(), d["tolerance_rel"].get<double>(),
+      d["pass"].get<bool>() ? "ok" : "FAIL");
+  const auto& q = j["cq_round_trip"];
+  fmt::print(
+      "cq       {} tensors round-tripped through lib/quant: decoders agree to {:.3g}, codes "
+      "kept >= {:.4f}, norms agree to {:.3g}: {}\n",
+      q["tensors"].size(), q["decode_max_rel_diff"].get<double>(),
+      q["worst_code_match"].get<double>(), q["norm_max_rel_diff"].get<double>(),
+      q["pass"].get<bool>() ? "ok" : "FAIL");
+  for (const auto& t : q["tensors"])
+    if (!t["pass"].get<bool>())
+      fmt::print("  FAIL {}: decode diff {:.3g}, codes kept {:.4f}, norms {:.3g}\n",
+                 t["tensor"].get<std::string>(), t["decode_max_rel_diff"].get<double>(),
+                 t["code_match"].get<double>(), t["norm_max_rel_diff"].get<double>());
   if (j.contains("golden")) {
     const auto& g = j["golden"];
     fmt::print("golden   {}\n", g["path"].get<std::string>());
     for (const auto& r : g["reference"])
-      fmt::print("  reference {}: {} ids, window {}, sinks {}: max|diff| {:.3g}, cosine {:.8f}, "
-                 "top-5 mismatches {}: {}\n",
-                 r["index"].get<int>(), r["ids"].get<int>(), r["kv_window"].get<int>(),
-                 r["sink_len"].get<int>(), r["max_abs_diff"].get<double>(),
-                 r["cosine"].get<double>(), r["top5_mismatches"].get<int>(),
-                 r["pass"].get<bool>() ? "ok" : "FAIL");
+      fmt::print(
+          "  reference {}: {} ids, window {}, sinks {}: max|diff| {:.3g}, cosine {:.8f}, "
+          "top-5 mismatches {}: {}\n",
+          r["index"].get<int>(), r["ids"].get<int>(), r["kv_window"].get<int>(),
+          r["sink_len"].get<int>(), r["max_abs_diff"].get<double>(), r["cosine"].get<double>(),
+          r["top5_mismatches"].get<int>(), r["pass"].get<bool>() ? "ok" : "FAIL");
     for (const auto& o : g["official"])
-      fmt::print("  official {}: {}+{} ids: cosine {:.6f}, max|diff| {:.3g}, top-1 {} vs {}, "
-                 "prompt ids {}: {}\n",
-                 o["index"].get<int>(), o["prefix_ids"].get<int>(), o["turn_ids"].get<int>(),
-                 o["cosine"].get<double>(), o["max_abs_diff"].get<double>(),
-                 o["top1"].get<int>(), o["expected_top1"].get<int>(),
-                 o["rendered_ids_match"].is_null()
-                     ? "not checked"
-                     : (o["rendered_ids_match"].get<bool>() ? "equal" : "DIFFER"),
-                 o["pass"].get<bool>() ? "ok" : "FAIL");
+      fmt::print(
+          "  official {}: {}+{} ids: cosine {:.6f}, max|diff| {:.3g}, top-1 {} vs {}, "
+          "rendered ids {}: {}\n",
+          o["index"].get<int>(), o["prefix_ids"].get<int>(), o["turn_ids"].get<int>(),
+          o["cosine"].get<double>(), o["max_abs_diff"].get<double>(), o["top1"].get<int>(),
+          o["expected_top1"].get<int>(), o["rendered_ids_match"].get<bool>() ? "equal" : "DIFFER",
+          o["pass"].get<bool>() ? "ok" : "FAIL");
   }
   fmt::print("{}\n", j["pass"].get<bool>() ? "PASS" : "FAIL");
 }

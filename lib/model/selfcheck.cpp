@@ -5,8 +5,10 @@
 #include <cmath>
 #include <cstdint>
 
+#include "base/fp16.h"
 #include "kernels/dispatch.h"
 #include "model/weights.h"
+#include "quant/cq.h"
 
 namespace needle::model {
 
@@ -93,6 +95,71 @@ std::vector<DecodeCheck> CheckDecodedProducts(const format::CactFile& file) {
     }
     c.max_rel_diff = max_ref > 0 ? max_diff / max_ref : max_diff;
     c.pass = c.max_rel_diff <= kDecodeRelTolerance;
+    out.push_back(c);
+  }
+  return out;
+}
+
+std::vector<RoundTripCheck> CheckCqRoundTrip(const format::CactFile& file) {
+  std::vector<RoundTripCheck> out;
+  for (const auto& t : file.tensors()) {
+    if (t.dtype != format::DType::kCQ) continue;
+    const kernels::CqMatrix m = CqMatrixOf(file, t);
+    const std::span<const uint8_t> blob = file.data(t);
+    quant::CqParams p;
+    p.rows = m.rows;
+    p.cols = m.cols;
+    p.group = t.group;
+    p.record_bits = t.bits;
+    const std::vector<float> levels = quant::Levels(file.codebooks(), t.bits, t.group);
+    // Sampled rows, decoded by both decoders.
+    std::vector<size_t> rows;
+    for (const auto& [b, e] : SampleRanges(m.rows))
+      for (size_t r = b; r < e; ++r) rows.push_back(r);
+    std::vector<float> decoded(rows.size() * m.cols), codec(m.cols), scratch(m.in_pad);
+    double max_diff = 0, max_abs = 0;
+    for (size_t i = 0; i < rows.size(); ++i) {
+      float* row = &decoded[i * m.cols];
+      kernels::CqDecodeRow(m, rows[i], row, scratch.data());
+      quant::DequantizeRow(blob, p, levels, rows[i], codec);
+      for (size_t k = 0; k < m.cols; ++k) {
+        max_diff = std::max(max_diff, static_cast<double>(std::fabs(row[k] - codec[k])));
+        max_abs = std::max(max_abs, static_cast<double>(std::fabs(codec[k])));
+      }
+    }
+    // Re-quantize the decoded rows as one small matrix and compare codes and values.
+    quant::CqParams sp = p;
+    sp.rows = rows.size();
+    const std::vector<uint8_t> requant = quant::Quantize(decoded, sp, levels);
+    std::vector<uint8_t> a(m.in_pad), b(m.in_pad);
+    size_t same = 0, total = 0;
+    double norm_diff = 0;
+    const uint8_t* new_norms = requant.data() + sp.code_bytes();
+    for (size_t i = 0; i < rows.size(); ++i) {
+      quant::UnpackRow({m.codes + rows[i] * m.row_bytes, m.row_bytes}, t.bits, a);
+      quant::UnpackRow({requant.data() + i * sp.row_bytes(), sp.row_bytes()}, t.bits, b);
+      for (size_t k = 0; k < m.in_pad; ++k) same += a[k] == b[k];
+      total += m.in_pad;
+      for (size_t g = 0; g < m.groups_per_row; ++g) {
+        double ss = 0;
+        for (size_t k = g * m.group; k < (g + 1) * m.group; ++k)
+          ss += double{levels[a[k]]} * levels[a[k]];
+        const double expect =
+            F16ToF32(LoadLE<uint16_t>(m.norms + 2 * (rows[i] * m.groups_per_row + g))) *
+            std::sqrt(ss);
+        const double got = F16ToF32(LoadLE<uint16_t>(new_norms + 2 * (i * m.groups_per_row + g)));
+        if (expect > 0) norm_diff = std::max(norm_diff, std::fabs(got - expect) / expect);
+      }
+    }
+    RoundTripCheck c;
+    c.tensor = t.name;
+    c.rows_checked = rows.size();
+    c.decode_max_rel_diff = max_abs > 0 ? max_diff / max_abs : max_diff;
+    c.code_match = total ? static_cast<double>(same) / static_cast<double>(total) : 1.0;
+    c.norm_max_rel_diff = norm_diff;
+    c.pass = c.decode_max_rel_diff <= kRoundTripDecodeRelTolerance &&
+             c.code_match >= kRoundTripMinCodeMatch &&
+             c.norm_max_rel_diff <= kRoundTripNormRelTolerance;
     out.push_back(c);
   }
   return out;

@@ -10,8 +10,8 @@
 namespace needle::model {
 
 // Named error limits (relative to the largest |reference output| of the tensor's sampled rows).
-inline constexpr double kKernelRelTolerance = 1e-5;   // ISA kernel vs scalar reference
-inline constexpr double kDecodeRelTolerance = 1e-5;   // code-domain product vs decoded row dot
+inline constexpr double kKernelRelTolerance = 1e-5;  // ISA kernel vs scalar reference
+inline constexpr double kDecodeRelTolerance = 1e-5;  // code-domain product vs decoded row dot
 
 struct KernelCheck {
   std::string tensor;
@@ -35,5 +35,25 @@ struct DecodeCheck {
 // For every CQ tensor: the code-domain product (scalar reference) against a dense dot with rows
 // decoded one by one (CqDecodeRow), on sampled rows.
 std::vector<DecodeCheck> CheckDecodedProducts(const format::CactFile& file);
+
+struct RoundTripCheck {
+  std::string tensor;
+  size_t rows_checked = 0;
+  double decode_max_rel_diff = 0;  // quant::DequantizeRow vs kernels::CqDecodeRow
+  double code_match = 0;           // fraction of codes unchanged by re-quantizing decoded rows
+  // Re-quantized group norm vs stored norm * ||levels[codes]|| (what a decoded group's norm is).
+  double norm_max_rel_diff = 0;
+  bool pass = false;
+};
+
+// Limits of the round trip. Re-quantizing a decoded row is not idempotent (FORMAT.md): a group's
+// norm becomes norm * ||levels[codes]||, and a few codes may move to a neighbour.
+inline constexpr double kRoundTripDecodeRelTolerance = 1e-5;
+inline constexpr double kRoundTripMinCodeMatch = 0.95;
+inline constexpr double kRoundTripNormRelTolerance = 1e-3;  // f16 rounding (2^-11) plus slack
+
+// For every CQ tensor, on sampled rows: the codec's decoder against the kernels' row decoder,
+// then decoded rows re-quantized with lib/quant and compared with the stored codes.
+std::vector<RoundTripCheck> CheckCqRoundTrip(const format::CactFile& file);
 
 }  // namespace needle::model

@@ -37,6 +37,7 @@ long CountStepAllocations(const std::string& model_path, int threads, const char
   needle::model::DecoderConfig cfg;
   cfg.kv_window = 16;  // small, so the steps below wrap the ring
   cfg.sink_len = 8;
+  cfg.pool_heads = true;  // probe pooling runs in the step too
   cfg.threads = threads;
   cfg.kernels = &needle::kernels::KernelsFor(isa);
   needle::model::Decoder dec(model, cfg);
