@@ -13,5 +13,8 @@ int ExitCode();
 void SetExitCode(int code);
 
 void RegisterInspect(CLI::App& app);
+void RegisterDequant(CLI::App& app);
+void RegisterRequant(CLI::App& app);
+void RegisterSynth(CLI::App& app);
 
 }  // namespace needle::cli
