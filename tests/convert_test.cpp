@@ -1,11 +1,10 @@
 // dequant / requant / synth: byte-identical round trips on every fixture model, edits that touch
 // only their own blob, clear errors with nothing written, safetensors validation, bits maps,
 // and synth accounting against the official-geometry fixture.
-#include <catch2/catch.hpp>
-
 #include <unistd.h>
 
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -13,9 +12,8 @@
 #include <fstream>
 #include <functional>
 #include <map>
-#include <tuple>
-
 #include <nlohmann/json.hpp>
+#include <tuple>
 
 #include "base/error.h"
 #include "base/fp16.h"
@@ -183,7 +181,8 @@ TEST_CASE("safetensors: corrupt files are rejected with a message naming the pro
   CHECK_THAT(error_of(make(R"({"w":{"dtype":"F32","shape":[2],"data_offsets":[8,0]}})", 8)),
              Catch::Contains("end before they begin"));
   CHECK_THAT(error_of(make(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)"
-                           R"("b":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}})", 12)),
+                           R"("b":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}})",
+                           12)),
              Catch::Contains("'a' [0, 8] and 'b' [4, 12] overlap"));
   CHECK_THAT(error_of(make(R"({"w":{"dtype":"F32","shape":[-2],"data_offsets":[0,8]}})", 8)),
              Catch::Contains("not a non-negative integer"));
@@ -194,8 +193,7 @@ TEST_CASE("safetensors: corrupt files are rejected with a message naming the pro
 
 // ---------------------------------------------------------------- bits map
 
-TEST_CASE("bits map: longest prefix on canonical names, upstream spellings, errors",
-          "[convert]") {
+TEST_CASE("bits map: longest prefix on canonical names, upstream spellings, errors", "[convert]") {
   const auto m = convert::BitsMap::Parse(convert::kDefaultScheme);
   CHECK(m.BitsFor("embedding") == 4);
   CHECK(m.BitsFor("mhc_phi_res") == 4);
@@ -204,12 +202,12 @@ TEST_CASE("bits map: longest prefix on canonical names, upstream spellings, erro
 
   const auto m2 = convert::BitsMap::Parse(
       " default=2, layer=3 ,layer01=4, layer01.q=1.58, attn.out_proj=4, engram=ternary");
-  CHECK(m2.BitsFor("layer00.k_proj") == 3);   // "layer"
-  CHECK(m2.BitsFor("layer01.k_proj") == 4);   // "layer01" is longer
-  CHECK(m2.BitsFor("layer01.q_proj") == 5);   // "layer01.q" longer still (ternary)
-  CHECK(m2.BitsFor("layer05.out_proj") == 4); // upstream "attn.out_proj" (13) beats "layer" (5)
+  CHECK(m2.BitsFor("layer00.k_proj") == 3);    // "layer"
+  CHECK(m2.BitsFor("layer01.k_proj") == 4);    // "layer01" is longer
+  CHECK(m2.BitsFor("layer01.q_proj") == 5);    // "layer01.q" longer still (ternary)
+  CHECK(m2.BitsFor("layer05.out_proj") == 4);  // upstream "attn.out_proj" (13) beats "layer" (5)
   CHECK(m2.BitsFor("engram0.key_proj") == 5);
-  CHECK(m2.BitsFor("embedding") == 2);        // default
+  CHECK(m2.BitsFor("embedding") == 2);  // default
 
   CHECK_THROWS_AS(convert::BitsMap::Parse("embedding=4"), UsageError);  // no default
   CHECK_THROWS_WITH(convert::BitsMap::Parse("default=8"), Catch::Contains("width '8'"));
@@ -267,14 +265,14 @@ TEST_CASE("dequant: safetensors holds canonical names, .cact shapes and the dequ
       const auto vals = st.data(*s);
       uint64_t mismatches = 0;
       for (uint64_t i = 0; i < t.elements(); ++i)
-        mismatches += LoadLE<float>(vals.data() + 4 * i) !=
-                      F16ToF32(LoadLE<uint16_t>(blob.data() + 2 * i));
+        mismatches +=
+            LoadLE<float>(vals.data() + 4 * i) != F16ToF32(LoadLE<uint16_t>(blob.data() + 2 * i));
       CHECK(mismatches == 0);
     }
   }
-  for (const char* name : {"embedding", "layer00.q_proj", "mhc_phi_res", "engram1.tables",
-                           "final_norm", "heads.manifest", "contrastive_head.probes",
-                           "confidence_head.bias"})
+  for (const char* name :
+       {"embedding", "layer00.q_proj", "mhc_phi_res", "engram1.tables", "final_norm",
+        "heads.manifest", "contrastive_head.probes", "confidence_head.bias"})
     CHECK(st.find(name) != nullptr);
   // config.json: geometry, kv, per-tensor bits/group and SHA-256s.
   const auto cfg = nlohmann::json::parse(FileBytes(dir / "d/config.json"));
@@ -374,11 +372,13 @@ TEST_CASE("requant --bits-map re-encodes exactly the tensors whose width changes
   }
 }
 
-TEST_CASE("requant: bad input gives an error naming the tensor, and writes nothing",
-          "[convert]") {
+TEST_CASE("requant: bad input gives an error naming the tensor, and writes nothing", "[convert]") {
   using Edit = std::function<void(std::vector<Entry>&)>;
   const std::vector<std::tuple<std::string, Edit, std::string>> cases = {
-      {"shape", [](auto& es) { Find(es, "layer00.k_proj").shape = {32, 256}; },
+      {"shape",
+       [](auto& es) {
+         Find(es, "layer00.k_proj").shape = {32, 256};
+       },
        "tensor 'layer00.k_proj' has shape [32, 256], expected [64, 128]"},
       {"dtype",
        [](auto& es) {
@@ -442,8 +442,7 @@ TEST_CASE("requant: broken folders give a clear error and write nothing", "[conv
     CHECK_FALSE(fs::exists(dir / "out.cact"));
   }
   SECTION("replaced source.cact") {
-    fs::copy_file(Model("small.cact"), dir / "d/source.cact",
-                  fs::copy_options::overwrite_existing);
+    fs::copy_file(Model("small.cact"), dir / "d/source.cact", fs::copy_options::overwrite_existing);
     CHECK_THROWS_WITH(convert::Requant(dir / "d", dir / "out.cact", QuietRequant()),
                       Catch::Contains("source.cact must be the original model"));
     CHECK_FALSE(fs::exists(dir / "out.cact"));
@@ -531,7 +530,11 @@ TEST_CASE("synth: deterministic per seed, overrides honoured, no tensor at a tri
   o.geometry.engram_slots = 512;
   o.seed = 7;
   convert::Synth(dir / "a.cact", o);
-  convert::Synth(dir / "a.cact", [&] { auto c = o; c.force = true; return c; }());  // same seed
+  convert::Synth(dir / "a.cact", [&] {
+    auto c = o;
+    c.force = true;
+    return c;
+  }());  // same seed
   o.force = false;
   convert::Synth(dir / "b.cact", o);
   o.seed = 8;

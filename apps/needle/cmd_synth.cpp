@@ -1,7 +1,7 @@
 // needle synth: a deterministic random-weight model of any geometry, with a real tokenizer.
-#include <algorithm>
-
 #include <fmt/format.h>
+
+#include <algorithm>
 
 #include "commands.h"
 #include "convert/synth.h"
@@ -25,8 +25,10 @@ void RegisterSynth(CLI::App& app) {
   };
   auto a = std::make_shared<Args>();
   cmd->add_option("out", a->out, "Output model (.cact)")->required();
-  cmd->add_option("--like", a->like, "Model to take the tokenizer from (and the geometry with "
-                  "--geometry like)")->required();
+  cmd->add_option("--like", a->like,
+                  "Model to take the tokenizer from (and the geometry with "
+                  "--geometry like)")
+      ->required();
   cmd->add_option("--geometry", a->geometry, "Base geometry: official or like")
       ->check(CLI::IsMember({"official", "like"}));
   cmd->add_option("--seed", a->seed, "Random seed (same seed, same file)");
@@ -71,15 +73,16 @@ void RegisterSynth(CLI::App& app) {
     if (!a->engram_orders.empty()) g.engram_orders = a->engram_orders;
     if (!a->engram_sites.empty()) g.engram_sites = a->engram_sites;
     if (a->no_engram) g.engram_sites.clear();
-    const uint32_t per_order = a->engram_heads ? a->engram_heads : std::max(1u, old_heads_per_order);
+    const uint32_t per_order =
+        a->engram_heads ? a->engram_heads : std::max(1u, old_heads_per_order);
     g.num_engram_tables = per_order * static_cast<uint32_t>(g.engram_orders.size());
     uint32_t max_order = 0;
     for (uint32_t o2 : g.engram_orders) max_order = std::max(max_order, o2);
     g.engram_conv_dilation = max_order;  // the exporter's rule: dilation = largest order
     o.geometry = g;
     const auto s = convert::Synth(a->out, o);
-    fmt::print("{}: {} tensors, {} bytes (seed {}, bits map {})\n", a->out, s.tensors,
-               s.file_bytes, a->seed, a->bits_map);
+    fmt::print("{}: {} tensors, {} bytes (seed {}, bits map {})\n", a->out, s.tensors, s.file_bytes,
+               a->seed, a->bits_map);
   });
 }
 

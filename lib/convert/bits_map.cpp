@@ -19,8 +19,10 @@ std::string Trim(const std::string& s) {
 uint32_t ParseWidth(const std::string& spec, const std::string& entry, const std::string& v) {
   if (v == "1.58" || v == "ternary") return 5;
   if (v == "2" || v == "3" || v == "4") return static_cast<uint32_t>(v[0] - '0');
-  Fail<UsageError>("bits map '{}': entry '{}' has width '{}'; expected 2, 3, 4, or 1.58 "
-                   "(ternary)", spec, entry, v);
+  Fail<UsageError>(
+      "bits map '{}': entry '{}' has width '{}'; expected 2, 3, 4, or 1.58 "
+      "(ternary)",
+      spec, entry, v);
 }
 
 // Upstream spells per-layer tensors "attn.<name>" for every layer.
@@ -68,7 +70,8 @@ uint32_t BitsMap::BitsFor(const std::string& name) const {
   uint32_t bits = default_bits_;
   for (auto it = entries_.rbegin(); it != entries_.rend(); ++it) {
     const std::string& key = it->first;
-    const bool hit = name.compare(0, key.size(), key) == 0 || alias.compare(0, key.size(), key) == 0;
+    const bool hit =
+        name.compare(0, key.size(), key) == 0 || alias.compare(0, key.size(), key) == 0;
     if (hit && key.size() > best_len) {
       best_len = key.size();
       bits = it->second;

@@ -5,7 +5,6 @@
 
 #include <cstring>
 #include <filesystem>
-
 #include <nlohmann/json.hpp>
 
 #include "base/error.h"
@@ -58,7 +57,8 @@ nlohmann::ordered_json HeaderJson(const format::Header& h) {
   j["num_engram_tables"] = h.num_engram_tables;
   j["engram_conv_taps"] = h.engram_conv_taps;
   j["engram_conv_dilation"] = h.engram_conv_dilation;
-  j["engram_orders"] = std::vector<uint32_t>(h.engram_orders, h.engram_orders + h.num_engram_orders);
+  j["engram_orders"] =
+      std::vector<uint32_t>(h.engram_orders, h.engram_orders + h.num_engram_orders);
   j["engram_sites"] = std::vector<uint32_t>(h.engram_sites, h.engram_sites + h.num_engram_sites);
   j["rope_theta"] = h.rope_theta;
   return j;
@@ -109,7 +109,8 @@ DequantSummary Dequant(const std::string& model_path, const std::string& out_dir
   st.SetMetadata("needle_source_sha256", summary.source_sha256);
   for (const auto& t : file.tensors()) {
     if (t.dtype == format::DType::kRaw) continue;
-    st.Declare(t.name, format::StDType::kF32, std::vector<uint64_t>(t.shape.begin(), t.shape.begin() + t.ndim));
+    st.Declare(t.name, format::StDType::kF32,
+               std::vector<uint64_t>(t.shape.begin(), t.shape.begin() + t.ndim));
   }
   nlohmann::ordered_json tensors = nlohmann::ordered_json::array();
   report::Progress bar("dequant", file.tensors().size(), options.progress && ::isatty(2) == 1);
@@ -162,7 +163,8 @@ DequantSummary Dequant(const std::string& model_path, const std::string& out_dir
     const fs::path old = out.string() + ".old." + std::to_string(::getpid());
     fs::remove_all(old, ec);
     fs::rename(out, old, ec);
-    if (ec) Fail<IoError>("{}: cannot move the existing output aside: {}", out.string(), ec.message());
+    if (ec)
+      Fail<IoError>("{}: cannot move the existing output aside: {}", out.string(), ec.message());
     fs::rename(tmp.path(), out, ec);
     if (ec) {
       std::error_code ec2;

@@ -20,8 +20,8 @@ inline constexpr int kDequantFolderVersion = 1;
 std::vector<float> TensorToF32(const format::CactFile& file, const format::TensorInfo& t);
 
 struct DequantOptions {
-  bool force = false;     // replace an existing OUT_DIR
-  bool progress = true;   // progress bar (only drawn on a terminal)
+  bool force = false;    // replace an existing OUT_DIR
+  bool progress = true;  // progress bar (only drawn on a terminal)
 };
 
 struct DequantSummary {

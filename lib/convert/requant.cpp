@@ -7,7 +7,6 @@
 #include <cstring>
 #include <filesystem>
 #include <map>
-
 #include <nlohmann/json.hpp>
 
 #include "base/error.h"
@@ -41,7 +40,8 @@ nlohmann::json ReadConfig(const fs::path& path) {
     Fail<FormatError>("{}: not valid JSON: {}", path.string(), e.what());
   }
   if (!j.is_object() || !j.contains("needle_dequant"))
-    Fail<FormatError>("{}: not a needle dequant config (no \"needle_dequant\" field)", path.string());
+    Fail<FormatError>("{}: not a needle dequant config (no \"needle_dequant\" field)",
+                      path.string());
   if (j["needle_dequant"] != kDequantFolderVersion)
     Fail<FormatError>("{}: needle_dequant version {} is not supported (expected {})", path.string(),
                       j["needle_dequant"].dump(), kDequantFolderVersion);
@@ -70,11 +70,13 @@ RequantSummary Requant(const std::string& in_dir, const std::string& out_path,
   const fs::path source_path = dir / kSourceFile;
   if (!fs::exists(source_path)) Fail<IoError>("{}: missing", source_path.string());
   const format::CactFile src = format::CactFile::Open(source_path.string());
-  const std::string want_sha = JsonString(config.value("source", nlohmann::json::object()), "sha256");
+  const std::string want_sha =
+      JsonString(config.value("source", nlohmann::json::object()), "sha256");
   if (!want_sha.empty() && format::Sha256Hex(src.bytes()) != want_sha)
-    Fail<InvalidInput>("{}: SHA-256 differs from the one recorded in {} at dequant time; "
-                       "source.cact must be the original model", source_path.string(),
-                       config_path.string());
+    Fail<InvalidInput>(
+        "{}: SHA-256 differs from the one recorded in {} at dequant time; "
+        "source.cact must be the original model",
+        source_path.string(), config_path.string());
   const fs::path weights_path = dir / kWeightsFile;
   if (!fs::exists(weights_path)) Fail<IoError>("{}: missing", weights_path.string());
   const format::SafetensorsFile st = format::SafetensorsFile::Open(weights_path.string());
@@ -89,8 +91,10 @@ RequantSummary Requant(const std::string& in_dir, const std::string& out_path,
   for (const auto& s : st.tensors()) {
     const format::TensorInfo* t = src.find(s.name);
     if (!t || t->dtype == format::DType::kRaw)
-      Fail<InvalidInput>("{}: tensor '{}' is not a tensor of this model (names must be the "
-                         "canonical ones dequant wrote)", wl, s.name);
+      Fail<InvalidInput>(
+          "{}: tensor '{}' is not a tensor of this model (names must be the "
+          "canonical ones dequant wrote)",
+          wl, s.name);
   }
 
   struct Plan {

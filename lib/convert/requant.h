@@ -20,8 +20,8 @@ struct RequantOptions {
 };
 
 struct RequantSummary {
-  uint64_t kept = 0;                    // tensors copied byte for byte
-  std::vector<std::string> reencoded;   // names of tensors re-encoded
+  uint64_t kept = 0;                   // tensors copied byte for byte
+  std::vector<std::string> reencoded;  // names of tensors re-encoded
   uint64_t file_bytes = 0;
 };
 

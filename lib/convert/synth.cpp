@@ -33,7 +33,7 @@ class Rng {
     return z ^ (z >> 31);
   }
   double Uniform() { return static_cast<double>(Next() >> 11) * 0x1.0p-53; }  // [0, 1)
-  double Gaussian() {  // Box-Muller, one value per call
+  double Gaussian() {                   // Box-Muller, one value per call
     const double u1 = 1.0 - Uniform();  // (0, 1]
     const double u2 = Uniform();
     return std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2);
@@ -184,8 +184,8 @@ SynthSummary Synth(const std::string& out_path, const SynthOptions& options) {
   const uint64_t d = g.d_model;
   if (options.heads) {
     items.push_back({"heads.manifest", format::SlotKind::kVector, 1, {2, 0, 0, 0}});
-    for (auto [base, probes, out] : {std::tuple{"contrastive_head", 4u, 128u},
-                                     std::tuple{"confidence_head", 8u, 1u}}) {
+    for (auto [base, probes, out] :
+         {std::tuple{"contrastive_head", 4u, 128u}, std::tuple{"confidence_head", 8u, 1u}}) {
       const std::string b = base;
       items.push_back({b + ".probes", format::SlotKind::kVector, 2, {probes, d, 0, 0}});
       items.push_back({b + ".proj", format::SlotKind::kVector, 2, {out, probes * d, 0, 0}});

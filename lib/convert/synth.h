@@ -18,12 +18,12 @@ format::Geometry OfficialGeometry();
 void FinishGeometry(format::Geometry* g);
 
 struct SynthOptions {
-  std::string like;            // model whose tokenizer blob is copied (its vocab is used)
-  format::Geometry geometry;   // vocab is overwritten with the tokenizer's piece count
+  std::string like;           // model whose tokenizer blob is copied (its vocab is used)
+  format::Geometry geometry;  // vocab is overwritten with the tokenizer's piece count
   uint64_t seed = 0;
   BitsMap bits = BitsMap::Parse(kDefaultScheme);
   uint32_t group = 128;
-  bool heads = true;           // contrastive (P=4, out=128) and confidence (P=8, out=1) heads
+  bool heads = true;  // contrastive (P=4, out=128) and confidence (P=8, out=1) heads
   bool force = false;
   bool progress = true;
 };

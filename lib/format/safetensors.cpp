@@ -1,10 +1,10 @@
 // safetensors: header parsing with strict validation, and the streaming writer.
 #include "format/safetensors.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cstring>
-
-#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "base/error.h"
@@ -20,10 +20,10 @@ struct DTypeEntry {
   uint32_t size;
 };
 constexpr DTypeEntry kDTypes[] = {
-    {StDType::kBool, "BOOL", 1}, {StDType::kU8, "U8", 1},     {StDType::kI8, "I8", 1},
-    {StDType::kI16, "I16", 2},   {StDType::kU16, "U16", 2},   {StDType::kF16, "F16", 2},
-    {StDType::kBF16, "BF16", 2}, {StDType::kI32, "I32", 4},   {StDType::kU32, "U32", 4},
-    {StDType::kF32, "F32", 4},   {StDType::kF64, "F64", 8},   {StDType::kI64, "I64", 8},
+    {StDType::kBool, "BOOL", 1}, {StDType::kU8, "U8", 1},   {StDType::kI8, "I8", 1},
+    {StDType::kI16, "I16", 2},   {StDType::kU16, "U16", 2}, {StDType::kF16, "F16", 2},
+    {StDType::kBF16, "BF16", 2}, {StDType::kI32, "I32", 4}, {StDType::kU32, "U32", 4},
+    {StDType::kF32, "F32", 4},   {StDType::kF64, "F64", 8}, {StDType::kI64, "I64", 8},
     {StDType::kU64, "U64", 8}};
 
 template <class... Args>
@@ -141,8 +141,10 @@ void SafetensorsFile::Parse() {
     uint64_t elements = 1;
     for (const auto& d : *sh) {
       if (!d.is_number_unsigned())
-        Fail<FormatError>("{}: tensor '{}': shape {} has an entry that is not a non-negative "
-                          "integer", label, name, sh->dump());
+        Fail<FormatError>(
+            "{}: tensor '{}': shape {} has an entry that is not a non-negative "
+            "integer",
+            label, name, sh->dump());
       const uint64_t v = d.get<uint64_t>();
       if (v != 0 && elements > UINT64_MAX / v)
         Fail<FormatError>("{}: tensor '{}': shape {} overflows", label, name, sh->dump());
@@ -157,11 +159,13 @@ void SafetensorsFile::Parse() {
     t.begin = (*off)[0].get<uint64_t>();
     t.end = (*off)[1].get<uint64_t>();
     if (t.begin > t.end)
-      Fail<FormatError>("{}: tensor '{}': data_offsets [{}, {}] end before they begin", label,
-                        name, t.begin, t.end);
+      Fail<FormatError>("{}: tensor '{}': data_offsets [{}, {}] end before they begin", label, name,
+                        t.begin, t.end);
     if (t.end > data_size)
-      Fail<FormatError>("{}: tensor '{}': data_offsets [{}, {}] are out of range (data region "
-                        "has {} bytes)", label, name, t.begin, t.end, data_size);
+      Fail<FormatError>(
+          "{}: tensor '{}': data_offsets [{}, {}] are out of range (data region "
+          "has {} bytes)",
+          label, name, t.begin, t.end, data_size);
     if (elements > UINT64_MAX / de->size || t.end - t.begin != elements * de->size)
       Fail<FormatError>("{}: tensor '{}': {} bytes for {} {} (expected {} bytes)", label, name,
                         t.end - t.begin, dname, t.shape_str(), elements * de->size);
@@ -183,9 +187,7 @@ SafetensorsWriter::SafetensorsWriter(std::string path, bool overwrite)
     : path_(path), out_(std::move(path), overwrite) {}
 
 void SafetensorsWriter::Declare(std::string name, StDType dtype, std::vector<uint64_t> shape) {
-  if (header_written_)
-    FailInternal("{}: tensor '{}' declared after data was written", path_,
-                name);
+  if (header_written_) FailInternal("{}: tensor '{}' declared after data was written", path_, name);
   StTensor t;
   t.name = std::move(name);
   t.dtype = dtype;
@@ -222,12 +224,11 @@ void SafetensorsWriter::WriteHeader() {
 
 void SafetensorsWriter::Write(std::span<const uint8_t> bytes) {
   if (!header_written_) WriteHeader();
-  if (next_ >= declared_.size())
-    FailInternal("{}: more tensors written than declared", path_);
+  if (next_ >= declared_.size()) FailInternal("{}: more tensors written than declared", path_);
   const StTensor& t = declared_[next_];
   if (bytes.size() != t.end - t.begin)
-    FailInternal("{}: tensor '{}': {} bytes written, {} declared", path_,
-                t.name, bytes.size(), t.end - t.begin);
+    FailInternal("{}: tensor '{}': {} bytes written, {} declared", path_, t.name, bytes.size(),
+                 t.end - t.begin);
   out_.Write(bytes);
   ++next_;
 }
@@ -235,8 +236,7 @@ void SafetensorsWriter::Write(std::span<const uint8_t> bytes) {
 void SafetensorsWriter::Commit() {
   if (!header_written_) WriteHeader();
   if (next_ != declared_.size())
-    FailInternal("{}: {} of {} declared tensors written", path_, next_,
-                declared_.size());
+    FailInternal("{}: {} of {} declared tensors written", path_, next_, declared_.size());
   out_.Commit();
 }
 

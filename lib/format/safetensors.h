@@ -21,8 +21,21 @@
 
 namespace needle::format {
 
-enum class StDType : uint8_t { kBool, kU8, kI8, kI16, kU16, kF16, kBF16, kI32, kU32, kF32, kF64,
-                               kI64, kU64 };
+enum class StDType : uint8_t {
+  kBool,
+  kU8,
+  kI8,
+  kI16,
+  kU16,
+  kF16,
+  kBF16,
+  kI32,
+  kU32,
+  kF32,
+  kF64,
+  kI64,
+  kU64
+};
 const char* StDTypeName(StDType d);  // "F32", ...
 uint32_t StDTypeSize(StDType d);     // bytes per element
 
@@ -68,7 +81,9 @@ class SafetensorsWriter {
   SafetensorsWriter(std::string path, bool overwrite);
 
   void Declare(std::string name, StDType dtype, std::vector<uint64_t> shape);
-  void SetMetadata(std::string key, std::string value) { metadata_[std::move(key)] = std::move(value); }
+  void SetMetadata(std::string key, std::string value) {
+    metadata_[std::move(key)] = std::move(value);
+  }
   // Writes the next declared tensor's bytes (the first call writes the header).
   void Write(std::span<const uint8_t> bytes);
   void Commit();  // all declared tensors must have been written

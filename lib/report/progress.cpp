@@ -1,11 +1,10 @@
 // Progress bar drawing: carriage return + redraw, throttled.
 #include "report/progress.h"
 
+#include <fmt/format.h>
 #include <unistd.h>
 
 #include <cstdio>
-
-#include <fmt/format.h>
 
 namespace needle::report {
 
