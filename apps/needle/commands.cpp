@@ -15,6 +15,8 @@ void RegisterAll(CLI::App& app) {
   RegisterDequant(app);
   RegisterRequant(app);
   RegisterSynth(app);
+  RegisterTokenize(app);
+  RegisterDetokenize(app);
 }
 
 }  // namespace needle::cli

@@ -16,5 +16,7 @@ void RegisterInspect(CLI::App& app);
 void RegisterDequant(CLI::App& app);
 void RegisterRequant(CLI::App& app);
 void RegisterSynth(CLI::App& app);
+void RegisterTokenize(CLI::App& app);
+void RegisterDetokenize(CLI::App& app);
 
 }  // namespace needle::cli

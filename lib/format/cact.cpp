@@ -238,7 +238,8 @@ void CactFile::Parse() {
       Fail<FormatError>("{}: tensor #{} '{}': offset {} overlaps the header/directory (ends at {})",
                         label, i, t.name, t.offset, dir_end);
     if (t.offset > size || t.nbytes > size - t.offset)
-      Fail<FormatError>("{}: tensor #{} '{}': data [{}, +{}) is not within the file ({} bytes)",
+      Fail<FormatError>("{}: truncated or corrupt: tensor #{} '{}' data at offset {} (+{} bytes) "
+                        "is not within the file ({} bytes)",
                         label, i, t.name, t.offset, t.nbytes, size);
     if (t.offset < expect_offset)
       Fail<FormatError>("{}: tensor #{} '{}': offset {} overlaps the previous tensor (which ends at "
@@ -265,9 +266,12 @@ void CactFile::Parse() {
                         t.index, t.name, t.shape_str(), want.shape_str());
     }
   };
+  if (tensors_.back().dtype != DType::kRaw)
+    Fail<FormatError>("{}: header says {} tensors, but tensor #{} (the last, which must be the RAW "
+                      "tokenizer) is {}: the tensor count does not match the directory", label,
+                      h.num_tensors, h.num_tensors - 1, DTypeName(tensors_.back().dtype));
   for (uint64_t i = 0; i < n_core; ++i)
     expect(tensors_[i], core[i].kind, core[i].ndim, core[i].shape);
-  expect(tensors_.back(), SlotKind::kRaw, 0, {});
 
   // Probe heads: manifest [H] of head codes, then per head probes [P, d], proj [out, P*d], bias [out].
   heads_.clear();

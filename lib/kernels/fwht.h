@@ -6,11 +6,22 @@
 
 namespace needle::kernels {
 
-// In place; n must be a power of two. Scalar reference (butterflies, then one scale by 1/sqrt(n)).
+// The normalization 1/sqrt(n) as applied: f32(1) / f32(sqrt(n)) (the CQ exporter's rounding).
+float FwhtScale(size_t n);
+
+// In place; n must be a power of two. Scalar reference (butterflies stage by stage, h = 1, 2,
+// 4, ..., then one multiply by FwhtScale(n)).
 void FwhtReference(float* x, size_t n);
 
-// Dispatched version (fastest available ISA); results may differ from the reference only by
-// summation order.
+// Dispatched version (fastest ISA allowed by kernels::ActiveIsa()). Thread-safe, no allocation.
+// The ISA versions perform the same butterflies in the same order as the reference, so the
+// results are bit-identical to FwhtReference (the tests hold them to that).
 void Fwht(float* x, size_t n);
+
+#if defined(NEEDLE_X86)
+// AVX2 version; n must be a power of two >= 8. Call only if the CPU supports AVX2 (see
+// kernels/cpu_features.h).
+void FwhtAvx2(float* x, size_t n);
+#endif
 
 }  // namespace needle::kernels

@@ -1,0 +1,25 @@
+// Option groups.
+#include "options.h"
+
+#include <omp.h>
+
+namespace needle::cli {
+
+void ModelArgs::Attach(CLI::App* cmd) {
+  cmd->add_option("model", path, "Model file (.cact, Needle 2)")->required()->type_name("MODEL.cact");
+  cmd->add_flag("--no-mmap", no_mmap, "Read the model into memory instead of memory-mapping it");
+}
+
+void OutputArgs::Attach(CLI::App* cmd) {
+  cmd->add_flag("--json", json, "Print one JSON document on stdout (schema in README)");
+}
+
+void ThreadArgs::Attach(CLI::App* cmd) {
+  cmd->add_option("-t,--threads", threads, "Worker threads (0 = all cores)")
+      ->check(CLI::Range(0, 1024))
+      ->default_val(0);
+}
+
+int ThreadArgs::Resolve() const { return threads > 0 ? threads : omp_get_num_procs(); }
+
+}  // namespace needle::cli

@@ -1,0 +1,31 @@
+// Reusable option groups shared by subcommands, so every subcommand spells a flag the same way.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+namespace needle::cli {
+
+// MODEL.cact positional argument (required) plus --no-mmap.
+struct ModelArgs {
+  std::string path;
+  bool no_mmap = false;
+  void Attach(CLI::App* cmd);
+};
+
+// --json: print one JSON document on stdout instead of human tables.
+struct OutputArgs {
+  bool json = false;
+  void Attach(CLI::App* cmd);
+};
+
+// -t/--threads N (0 = all cores).
+struct ThreadArgs {
+  int threads = 0;
+  void Attach(CLI::App* cmd);
+  int Resolve() const;  // the effective thread count (>= 1)
+};
+
+}  // namespace needle::cli

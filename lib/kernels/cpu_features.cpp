@@ -1,0 +1,116 @@
+// CPUID / XGETBV based feature detection and the process-wide ISA limit.
+#include "kernels/cpu_features.h"
+
+#include <atomic>
+
+#if defined(NEEDLE_X86)
+#include <cpuid.h>
+#endif
+
+namespace needle::kernels {
+namespace {
+
+#if defined(NEEDLE_X86)
+// XCR0 bits: 1 SSE, 2 AVX (YMM upper halves), 5-7 AVX-512 (opmask, ZMM 0-15 upper, ZMM 16-31).
+constexpr unsigned kXcr0Avx = (1u << 1) | (1u << 2);
+constexpr unsigned kXcr0Avx512 = kXcr0Avx | (1u << 5) | (1u << 6) | (1u << 7);
+
+unsigned long long ReadXcr0() {
+  unsigned eax, edx;
+  __asm__ volatile("xgetbv" : "=a"(eax), "=d"(edx) : "c"(0));
+  return (static_cast<unsigned long long>(edx) << 32) | eax;
+}
+
+CpuFeatures Detect() {
+  CpuFeatures f;
+  unsigned eax, ebx, ecx, edx;
+  if (!__get_cpuid(1, &eax, &ebx, &ecx, &edx)) return f;
+  const bool osxsave = (ecx >> 27) & 1;
+  const bool avx = (ecx >> 28) & 1;
+  const bool fma = (ecx >> 12) & 1;
+  const bool f16c = (ecx >> 29) & 1;
+  if (!osxsave || !avx) return f;
+  const unsigned long long xcr0 = ReadXcr0();
+  if ((xcr0 & kXcr0Avx) != kXcr0Avx) return f;
+  if (!__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx)) return f;
+  f.avx2 = (ebx >> 5) & 1;
+  f.fma = fma;
+  f.f16c = f16c;
+  if ((xcr0 & kXcr0Avx512) == kXcr0Avx512) {
+    f.avx512f = (ebx >> 16) & 1;
+    f.avx512dq = (ebx >> 17) & 1;
+    f.avx512bw = (ebx >> 30) & 1;
+    f.avx512vl = (ebx >> 31) & 1;
+  }
+  return f;
+}
+#else
+CpuFeatures Detect() {
+  CpuFeatures f;
+#if defined(NEEDLE_ARM) && defined(__aarch64__)
+  f.neon = true;  // Advanced SIMD is mandatory on AArch64
+#endif
+  return f;
+}
+#endif
+
+Isa Best(const CpuFeatures& f) {
+  if (f.avx2 && f.fma && f.f16c) {
+    if (f.avx512f && f.avx512bw && f.avx512vl && f.avx512dq) return Isa::kAvx512;
+    return Isa::kAvx2;
+  }
+  if (f.neon) return Isa::kNeon;
+  return Isa::kScalar;
+}
+
+std::atomic<int> g_limit{-1};  // -1: no limit
+
+}  // namespace
+
+const CpuFeatures& GetCpuFeatures() {
+  static const CpuFeatures features = Detect();
+  return features;
+}
+
+const char* IsaName(Isa isa) {
+  switch (isa) {
+    case Isa::kScalar:
+      return "scalar";
+    case Isa::kNeon:
+      return "neon";
+    case Isa::kAvx2:
+      return "avx2";
+    case Isa::kAvx512:
+      return "avx512";
+  }
+  return "?";
+}
+
+std::optional<Isa> ParseIsa(std::string_view name) {
+  if (name == "auto") return BestIsa();
+  for (Isa isa : {Isa::kScalar, Isa::kNeon, Isa::kAvx2, Isa::kAvx512}) {
+    if (name == IsaName(isa)) return isa;
+  }
+  return std::nullopt;
+}
+
+Isa BestIsa() {
+  static const Isa best = Best(GetCpuFeatures());
+  return best;
+}
+
+Isa ActiveIsa() {
+  const int limit = g_limit.load(std::memory_order_relaxed);
+  const Isa best = BestIsa();
+  if (limit < 0 || limit >= static_cast<int>(best)) return best;
+  const Isa limited = static_cast<Isa>(limit);
+  // NEON is not an x86 level: limiting an x86 CPU to it means scalar.
+  return limited == Isa::kNeon ? Isa::kScalar : limited;
+}
+
+Isa SetIsaLimit(Isa isa) {
+  g_limit.store(static_cast<int>(isa), std::memory_order_relaxed);
+  return ActiveIsa();
+}
+
+}  // namespace needle::kernels

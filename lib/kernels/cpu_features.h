@@ -1,0 +1,39 @@
+// Runtime CPU feature detection (CPUID + OS register-state support) and the ISA level kernels
+// may use, with an override so tests and benchmarks can force any compiled path.
+#pragma once
+
+#include <optional>
+#include <string_view>
+
+namespace needle::kernels {
+
+// What the CPU and the OS support. Every flag already includes the OS check (XGETBV: the OS
+// saves the YMM / ZMM state), so a true flag means instructions of that set are safe to run.
+struct CpuFeatures {
+  bool avx2 = false, fma = false, f16c = false;
+  bool avx512f = false, avx512bw = false, avx512vl = false, avx512dq = false;
+  bool neon = false;
+};
+
+// Detected once (thread-safe static); all false on CPUs / builds without support.
+const CpuFeatures& GetCpuFeatures();
+
+// ISA levels in increasing order. kAvx2 means AVX2 + FMA + F16C; kAvx512 means F, BW, VL, DQ
+// (plus kAvx2's sets).
+enum class Isa : int { kScalar = 0, kNeon = 1, kAvx2 = 2, kAvx512 = 3 };
+
+const char* IsaName(Isa isa);                        // "scalar", "neon", "avx2", "avx512"
+std::optional<Isa> ParseIsa(std::string_view name);  // inverse of IsaName, plus "auto" -> best
+
+// The best ISA this CPU supports (among those compiled for this architecture).
+Isa BestIsa();
+
+// The ISA kernels dispatch to: BestIsa(), or lower if limited by SetIsaLimit. Cheap (one relaxed
+// atomic load); kernels may call it per invocation.
+Isa ActiveIsa();
+
+// Limits dispatch to `isa` (clamped to BestIsa()). Returns the level actually in effect. Not for
+// use while other threads run kernels whose results must not change mid-way.
+Isa SetIsaLimit(Isa isa);
+
+}  // namespace needle::kernels

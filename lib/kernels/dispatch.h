@@ -1,0 +1,28 @@
+// The kernel dispatch table: one function pointer per kernel, chosen once at start-up from the
+// CPU's features (or forced by name for tests and benchmarks). Plain data: no virtual calls.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "kernels/cq_matmul.h"
+
+namespace needle::kernels {
+
+struct KernelTable {
+  const char* isa = "scalar";  // "scalar", "avx2"
+  CqGemmFn cq_gemm = nullptr;
+};
+
+// The scalar reference table (always available).
+const KernelTable& ReferenceKernels();
+// Names of the tables this build contains that this CPU can run, fastest last.
+std::vector<std::string> AvailableIsas();
+// The table for `isa` ("scalar", "avx2"); throws UsageError if unknown or unsupported here.
+const KernelTable& KernelsFor(const std::string& isa);
+// The active table: the fastest available, unless SelectIsa() was called first. Resolved once.
+const KernelTable& ActiveKernels();
+// Forces the active table (call before any model is built, e.g. from a --isa option).
+void SelectIsa(const std::string& isa);
+
+}  // namespace needle::kernels

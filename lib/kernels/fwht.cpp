@@ -1,0 +1,37 @@
+// Fast Walsh-Hadamard transform: scalar reference and the dispatcher over ISA versions.
+#include "kernels/fwht.h"
+
+#include <cmath>
+
+#include "kernels/cpu_features.h"
+
+namespace needle::kernels {
+
+float FwhtScale(size_t n) { return 1.0f / static_cast<float>(std::sqrt(static_cast<double>(n))); }
+
+void FwhtReference(float* x, size_t n) {
+  // Sylvester order: stage h pairs element i with i + h inside each block of 2h.
+  for (size_t h = 1; h < n; h *= 2) {
+    for (size_t block = 0; block < n; block += 2 * h) {
+      for (size_t i = block; i < block + h; ++i) {
+        const float a = x[i], b = x[i + h];
+        x[i] = a + b;
+        x[i + h] = a - b;
+      }
+    }
+  }
+  const float scale = FwhtScale(n);
+  for (size_t i = 0; i < n; ++i) x[i] *= scale;
+}
+
+void Fwht(float* x, size_t n) {
+#if defined(NEEDLE_X86)
+  if (n >= 8 && ActiveIsa() >= Isa::kAvx2) {
+    FwhtAvx2(x, n);
+    return;
+  }
+#endif
+  FwhtReference(x, n);
+}
+
+}  // namespace needle::kernels

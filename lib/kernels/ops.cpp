@@ -1,0 +1,86 @@
+// Scalar implementations of the small vector operations in ops.h.
+#include "kernels/ops.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace needle::kernels {
+
+float Dot(const float* a, const float* b, size_t n) {
+  float s = 0.f;
+  for (size_t i = 0; i < n; ++i) s += a[i] * b[i];
+  return s;
+}
+
+float InvRms(const float* x, size_t n, float eps) {
+  float ss = 0.f;
+  for (size_t i = 0; i < n; ++i) ss += x[i] * x[i];
+  return 1.f / std::sqrt(ss / static_cast<float>(n) + eps);
+}
+
+void RmsUnit(const float* x, size_t n, float eps, float* out) {
+  const float r = InvRms(x, n, eps);
+  for (size_t i = 0; i < n; ++i) out[i] = x[i] * r;
+}
+
+void ZcNorm(const float* x, const float* scale, size_t n, float eps, float* out) {
+  const float r = InvRms(x, n, eps);
+  for (size_t i = 0; i < n; ++i) out[i] = (1.f + scale[i]) * (x[i] * r);
+}
+
+void Softmax(float* x, size_t n) {
+  if (n == 0) return;
+  const float m = *std::max_element(x, x + n);
+  float s = 0.f;
+  for (size_t i = 0; i < n; ++i) {
+    x[i] = std::exp(x[i] - m);
+    s += x[i];
+  }
+  const float inv = 1.f / s;
+  for (size_t i = 0; i < n; ++i) x[i] *= inv;
+}
+
+float LogSumExp(const float* x, size_t n, size_t stride) {
+  float m = x[0];
+  for (size_t i = 1; i < n; ++i) m = std::max(m, x[i * stride]);
+  float s = 0.f;
+  for (size_t i = 0; i < n; ++i) s += std::exp(x[i * stride] - m);
+  return m + std::log(s);
+}
+
+void RopeFrequencies(size_t head_dim, float theta, float* freqs) {
+  const float hd = static_cast<float>(head_dim);
+  for (size_t j = 0; j < head_dim / 2; ++j)
+    freqs[j] = 1.f / std::pow(theta, static_cast<float>(2 * j) / hd);
+}
+
+void RopeHalfSplit(float* h, size_t head_dim, const float* freqs, float pos) {
+  const size_t half = head_dim / 2;
+  for (size_t j = 0; j < half; ++j) {
+    const float a = pos * freqs[j];
+    const float c = std::cos(a), s = std::sin(a);
+    const float x1 = h[j], x2 = h[j + half];
+    h[j] = x1 * c - x2 * s;
+    h[j + half] = x2 * c + x1 * s;
+  }
+}
+
+void Axpy(float a, const float* x, float* y, size_t n) {
+  for (size_t i = 0; i < n; ++i) y[i] += a * x[i];
+}
+
+void FwhtLocal(float* x, size_t n) {
+  for (size_t len = 1; len < n; len <<= 1) {
+    for (size_t i = 0; i < n; i += 2 * len) {
+      for (size_t j = i; j < i + len; ++j) {
+        const float a = x[j], b = x[j + len];
+        x[j] = a + b;
+        x[j + len] = a - b;
+      }
+    }
+  }
+  const float s = 1.f / std::sqrt(static_cast<float>(n));
+  for (size_t i = 0; i < n; ++i) x[i] *= s;
+}
+
+}  // namespace needle::kernels

@@ -1,0 +1,416 @@
+// The Needle 2 forward pass (MODEL.md), f32 activations and f32 KV cache, on CQ codes.
+#include "model/decoder.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "base/error.h"
+#include "kernels/ops.h"
+
+namespace needle::model {
+
+namespace {
+
+constexpr float kEps = 1e-6f;
+constexpr int kSinkhornRounds = 20;
+// Rows per OpenMP work item; each output element is computed by exactly one thread in the
+// kernel's fixed order, so results do not depend on the thread count.
+constexpr size_t kRowsPerChunk = 16;
+// Below this many multiply-adds a projection runs on the calling thread.
+constexpr size_t kParallelMinWork = 1 << 16;
+
+constexpr uint32_t kHashSeed = 0x9E3779B9u;
+constexpr uint32_t kHashPrime = 0x01000193u;
+
+size_t MaxInPad(const Weights& w) {
+  size_t m = std::max({w.embedding.in_pad, w.phi_pre.in_pad, w.phi_post.in_pad, w.phi_res.in_pad});
+  for (const auto& l : w.layers)
+    m = std::max({m, l.q_proj.in_pad, l.k_proj.in_pad, l.v_proj.in_pad, l.gate_proj.in_pad,
+                  l.out_proj.in_pad});
+  for (const auto& e : w.engram)
+    m = std::max({m, e.tables.in_pad, e.key_proj.in_pad, e.value_proj.in_pad});
+  return m;
+}
+
+}  // namespace
+
+Decoder::Decoder(const Model& model, const DecoderConfig& config)
+    : model_(&model), w_(&model.weights()), geometry_(model.geometry()), config_(config) {
+  const format::Geometry& g = geometry_;
+  kernels_ = config.kernels ? config.kernels : &kernels::ActiveKernels();
+  if (config_.max_batch == 0) config_.max_batch = 1;
+  if (config_.threads < 1) config_.threads = 1;
+  if (config_.kv_window == 0) {
+    capacity_ = config_.max_positions ? config_.max_positions : g.max_seq_len;
+    config_.sink_len = 0;
+  } else {
+    capacity_ = size_t{config_.sink_len} + config_.kv_window;
+  }
+  conv_ring_ = size_t{g.engram_conv_taps > 0 ? g.engram_conv_taps - 1 : 0} *
+                   g.engram_conv_dilation + 1;
+  token_ring_ = 1;
+  for (uint32_t o : g.engram_orders) token_ring_ = std::max<size_t>(token_ring_, o);
+  embed_scale_ = static_cast<float>(std::sqrt(static_cast<double>(g.d_model)));
+
+  const size_t B = config_.max_batch, d = g.d_model, n = g.lanes, L = g.num_layers;
+  const size_t sites = g.engram_sites.size();
+  k_cache_.assign(L * capacity_ * g.kv_dim(), 0.f);
+  v_cache_.assign(L * capacity_ * g.kv_dim(), 0.f);
+  conv_.assign(sites * conv_ring_ * d, 0.f);
+  tokens_.assign(token_ring_, 0);
+
+  rope_freqs_.resize(g.head_dim / 2);
+  kernels::RopeFrequencies(g.head_dim, g.rope_theta, rope_freqs_.data());
+  const size_t max_in_pad = MaxInPad(*w_);
+  x_hat_.resize(B * max_in_pad);
+  lanes_.resize(B * n * d);
+  lanes_next_.resize(B * n * d);
+  nx_.resize(B * n * d);
+  coef_.resize(B * (2 * n + n * n));
+  for (auto* v : {&u_, &bx_, &h_, &x_, &a_, &y_}) v->resize(B * d);
+  for (auto* v : {&q_, &gate_, &o_}) v->resize(B * g.attn_dim());
+  k_.resize(B * g.kv_dim());
+  v_.resize(B * g.kv_dim());
+  z_.resize(B * g.hada_n);
+  scores_.resize(size_t{g.num_heads} * capacity_);
+  eng_e_.resize(B * g.engram_dim());
+  eng_kk_.resize(sites * B * d);
+  eng_v_.resize(sites * B * d);
+  eng_vraw_.resize(B * d);
+  row_scratch_.resize(max_in_pad);
+}
+
+void Decoder::Reset() {
+  position_ = 0;
+  std::fill(conv_.begin(), conv_.end(), 0.f);
+  std::fill(tokens_.begin(), tokens_.end(), 0);
+}
+
+size_t Decoder::Slot(uint32_t pos) const {
+  if (config_.kv_window == 0 || pos < config_.sink_len) return pos;
+  return config_.sink_len + (pos - config_.sink_len) % config_.kv_window;
+}
+
+size_t Decoder::SlotsUsed() const { return std::min<size_t>(position_, capacity_); }
+
+void Decoder::Save(Snapshot* s) const {
+  const size_t kvd = geometry_.kv_dim(), used = SlotsUsed();
+  s->position = position_;
+  s->k.resize(geometry_.num_layers * used * kvd);
+  s->v.resize(geometry_.num_layers * used * kvd);
+  for (size_t l = 0; l < geometry_.num_layers; ++l) {
+    std::memcpy(&s->k[l * used * kvd], &k_cache_[l * capacity_ * kvd], used * kvd * 4);
+    std::memcpy(&s->v[l * used * kvd], &v_cache_[l * capacity_ * kvd], used * kvd * 4);
+  }
+  s->engram_ring = conv_;
+  s->token_ring = tokens_;
+}
+
+void Decoder::Restore(const Snapshot& s) {
+  const size_t kvd = geometry_.kv_dim(), used = std::min<size_t>(s.position, capacity_);
+  if (s.k.size() != geometry_.num_layers * used * kvd || s.engram_ring.size() != conv_.size() ||
+      s.token_ring.size() != tokens_.size())
+    Fail<InvalidInput>("snapshot does not belong to a decoder of this model and configuration");
+  position_ = s.position;
+  for (size_t l = 0; l < geometry_.num_layers; ++l) {
+    std::memcpy(&k_cache_[l * capacity_ * kvd], &s.k[l * used * kvd], used * kvd * 4);
+    std::memcpy(&v_cache_[l * capacity_ * kvd], &s.v[l * used * kvd], used * kvd * 4);
+  }
+  conv_ = s.engram_ring;
+  tokens_ = s.token_ring;
+}
+
+void Decoder::Prefill(std::span<const int32_t> ids, std::span<float> last_logits,
+                      std::span<float> all_logits) {
+  const uint32_t V = geometry_.vocab;
+  for (int32_t id : ids)
+    if (id < 0 || static_cast<uint32_t>(id) >= V)
+      Fail<InvalidInput>("token id {} is outside the vocabulary (size {})", id, V);
+  if (config_.kv_window == 0 && position_ + ids.size() > capacity_)
+    Fail<InvalidInput>("{} positions exceed the KV cache capacity {} (no window)",
+                       position_ + ids.size(), capacity_);
+  if (!last_logits.empty() && last_logits.size() != V)
+    Fail<InvalidInput>("logits buffer has {} values, vocab is {}", last_logits.size(), V);
+  if (!all_logits.empty() && all_logits.size() != ids.size() * V)
+    Fail<InvalidInput>("all-logits buffer has {} values, expected {}", all_logits.size(),
+                       ids.size() * V);
+  const size_t B = config_.max_batch;
+  for (size_t t0 = 0; t0 < ids.size(); t0 += B) {
+    const size_t n = std::min(B, ids.size() - t0);
+    const bool last_block = t0 + n == ids.size();
+    if (!all_logits.empty()) {
+      RunBlock(ids.data() + t0, n, all_logits.data() + t0 * V, 0);
+    } else if (last_block && !last_logits.empty()) {
+      RunBlock(ids.data() + t0, n, last_logits.data(), n - 1);
+    } else {
+      RunBlock(ids.data() + t0, n, nullptr, n);
+    }
+  }
+  if (!all_logits.empty() && !last_logits.empty() && !ids.empty())
+    std::memcpy(last_logits.data(), all_logits.data() + (ids.size() - 1) * V, V * 4);
+}
+
+void Decoder::Project(const kernels::CqMatrix& m, const float* x, size_t n, size_t ldx,
+                      size_t row_begin, size_t row_end, float* y, size_t ldy) {
+  kernels::CqTransformActivations(x, n, m.cols, ldx, m.group, m.in_pad, x_hat_.data());
+  const size_t rows = row_end - row_begin;
+  const kernels::CqGemmFn gemm = kernels_->cq_gemm;
+  if (config_.threads <= 1 || rows * n * m.in_pad < kParallelMinWork || rows < 2 * kRowsPerChunk) {
+    gemm(m, x_hat_.data(), n, row_begin, row_end, y, ldy);
+    return;
+  }
+  const long chunks = static_cast<long>((rows + kRowsPerChunk - 1) / kRowsPerChunk);
+  const float* x_hat = x_hat_.data();
+#pragma omp parallel for num_threads(config_.threads) schedule(static)
+  for (long c = 0; c < chunks; ++c) {
+    const size_t b = row_begin + static_cast<size_t>(c) * kRowsPerChunk;
+    const size_t e = std::min(row_end, b + kRowsPerChunk);
+    gemm(m, x_hat, n, b, e, y + (b - row_begin), ldy);
+  }
+}
+
+void Decoder::Engram(size_t site, const int32_t* ids, size_t n) {
+  const format::Geometry& g = geometry_;
+  const EngramWeights& ew = w_->engram[site];
+  const size_t d = g.d_model, sd = g.engram_sub_dim, S = g.engram_slots;
+  const size_t eh = g.engram_heads_per_order(), edim = g.engram_dim();
+  // e[t] = concatenated table rows picked by the hashed n-grams ending at each position.
+  for (size_t t = 0; t < n; ++t) {
+    const uint32_t p = position_ + static_cast<uint32_t>(t);
+    float* e = &eng_e_[t * edim];
+    for (size_t oi = 0; oi < g.engram_orders.size(); ++oi) {
+      const uint32_t order = g.engram_orders[oi];
+      for (size_t hh = 0; hh < eh; ++hh) {
+        const size_t k = oi * eh + hh;
+        float* row = e + k * sd;
+        if (p + 1 < order) {  // not enough history
+          std::fill(row, row + sd, 0.f);
+          continue;
+        }
+        uint32_t acc = kHashSeed * static_cast<uint32_t>(k + 1);
+        for (uint32_t j = 0; j < order; ++j) {
+          const uint32_t q = p - j;
+          const uint32_t tok = q >= position_ ? static_cast<uint32_t>(ids[q - position_])
+                                              : static_cast<uint32_t>(tokens_[q % token_ring_]);
+          acc = (acc ^ tok) * kHashPrime;
+        }
+        acc ^= acc >> 15;
+        const size_t slot = acc % S;
+        kernels::CqDecodeRow(ew.tables, k * S + slot, row, row_scratch_.data());
+      }
+    }
+  }
+  float* kk = &eng_kk_[site * config_.max_batch * d];
+  Project(ew.key_proj, eng_e_.data(), n, edim, 0, d, kk, d);
+  Project(ew.value_proj, eng_e_.data(), n, edim, 0, d, eng_vraw_.data(), d);
+  // Causal depthwise conv over vraw with dilation c: v_p = sum_j taps[j] * vraw_{p - j*c}.
+  float* ring = &conv_[site * conv_ring_ * d];
+  float* v = &eng_v_[site * config_.max_batch * d];
+  const size_t c = g.engram_conv_dilation;
+  for (size_t t = 0; t < n; ++t) {
+    const size_t p = position_ + t;
+    std::memcpy(ring + (p % conv_ring_) * d, &eng_vraw_[t * d], d * 4);
+    float* vt = v + t * d;
+    std::fill(vt, vt + d, 0.f);
+    for (size_t j = 0; j < g.engram_conv_taps && j * c <= p; ++j) {
+      const float* src = ring + ((p - j * c) % conv_ring_) * d;
+      const float* tap = &ew.taps[j * d];
+      for (size_t i = 0; i < d; ++i) vt[i] += tap[i] * src[i];
+    }
+  }
+}
+
+void Decoder::Attention(size_t layer, size_t n) {
+  const format::Geometry& g = geometry_;
+  const size_t hd = g.head_dim, H = g.num_heads, KV = g.num_kv_heads, kvd = g.kv_dim();
+  const size_t ad = g.attn_dim(), group = H / KV;
+  float* kc = &k_cache_[layer * capacity_ * kvd];
+  float* vc = &v_cache_[layer * capacity_ * kvd];
+  const float inv_sqrt_hd = 1.f / std::sqrt(static_cast<float>(hd));
+  const uint32_t W = config_.kv_window, sinks = config_.sink_len;
+  // Tokens in order: each writes its K/V, then attends (a ring slot is only reused once the
+  // position it held is out of every later token's window).
+  for (size_t t = 0; t < n; ++t) {
+    const uint32_t p = position_ + static_cast<uint32_t>(t);
+    const size_t slot = Slot(p);
+    std::memcpy(kc + slot * kvd, &k_[t * kvd], kvd * 4);
+    std::memcpy(vc + slot * kvd, &v_[t * kvd], kvd * 4);
+    // Visible positions: [0, sink_end) and [win_begin, p].
+    uint32_t sink_end = 0, win_begin = 0;
+    if (W != 0) {
+      sink_end = std::min(sinks, p + 1);
+      win_begin = std::max(sink_end, p + 1 >= W ? p + 1 - W : 0u);
+    }
+    const size_t count = sink_end + (p + 1 - win_begin);
+    auto head = [&](size_t h) {
+      const float* q = &q_[t * ad + h * hd];
+      const size_t kvh = h / group;
+      float* sc = &scores_[h * capacity_];
+      size_t i = 0;
+      for (uint32_t pp = 0; pp < sink_end; ++pp, ++i)
+        sc[i] = kernels::Dot(q, kc + Slot(pp) * kvd + kvh * hd, hd) * inv_sqrt_hd;
+      for (uint32_t pp = win_begin; pp <= p; ++pp, ++i)
+        sc[i] = kernels::Dot(q, kc + Slot(pp) * kvd + kvh * hd, hd) * inv_sqrt_hd;
+      kernels::Softmax(sc, count);
+      float* o = &o_[t * ad + h * hd];
+      std::fill(o, o + hd, 0.f);
+      i = 0;
+      for (uint32_t pp = 0; pp < sink_end; ++pp, ++i)
+        kernels::Axpy(sc[i], vc + Slot(pp) * kvd + kvh * hd, o, hd);
+      for (uint32_t pp = win_begin; pp <= p; ++pp, ++i)
+        kernels::Axpy(sc[i], vc + Slot(pp) * kvd + kvh * hd, o, hd);
+    };
+    if (config_.threads > 1 && count * H * hd >= kParallelMinWork / 4) {
+#pragma omp parallel for num_threads(config_.threads) schedule(static)
+      for (long h = 0; h < static_cast<long>(H); ++h) head(static_cast<size_t>(h));
+    } else {
+      for (size_t h = 0; h < H; ++h) head(h);
+    }
+  }
+}
+
+void Decoder::RunBlock(const int32_t* ids, size_t n, float* logits, size_t logits_from) {
+  const format::Geometry& g = geometry_;
+  const Weights& w = *w_;
+  const size_t d = g.d_model, nl = g.lanes, nd = nl * d, hd = g.head_dim;
+  const size_t ad = g.attn_dim(), kvd = g.kv_dim(), hn = g.hada_n;
+  const size_t ncoef = 2 * nl + nl * nl;
+
+  // x0 = E[tok] * sqrt(d); every lane starts as x0.
+  for (size_t t = 0; t < n; ++t) {
+    float* x0 = &lanes_[t * nd];
+    kernels::CqDecodeRow(w.embedding, static_cast<size_t>(ids[t]), x0, row_scratch_.data());
+    for (size_t i = 0; i < d; ++i) x0[i] *= embed_scale_;
+    for (size_t l = 1; l < nl; ++l) std::memcpy(x0 + l * d, x0, d * 4);
+  }
+  for (size_t s = 0; s < w.engram.size(); ++s) Engram(s, ids, n);
+
+  for (size_t li = 0; li < g.num_layers; ++li) {
+    const LayerWeights& lw = w.layers[li];
+    const size_t lstar = li % nl;
+    for (size_t t = 0; t < n; ++t) kernels::RmsUnit(&lanes_[t * nd], nd, kEps, &nx_[t * nd]);
+    Project(w.phi_pre, nx_.data(), n, nd, li * nl, (li + 1) * nl, &coef_[0], ncoef);
+    Project(w.phi_post, nx_.data(), n, nd, li * nl, (li + 1) * nl, &coef_[nl], ncoef);
+    Project(w.phi_res, nx_.data(), n, nd, li * nl * nl, (li + 1) * nl * nl, &coef_[2 * nl], ncoef);
+
+    const int site = g.engram_site_of_layer(static_cast<uint32_t>(li));
+    for (size_t t = 0; t < n; ++t) {
+      const float* c = &coef_[t * ncoef];
+      const float* X = &lanes_[t * nd];
+      float* u = &u_[t * d];
+      std::fill(u, u + d, 0.f);
+      for (size_t j = 0; j < nl; ++j) {
+        const float hpre = kernels::Sigmoid(w.a_pre[li] * c[j] + w.b_pre[li * nl + j] +
+                                            (j == lstar ? 4.f : -4.f));
+        kernels::Axpy(hpre, X + j * d, u, d);
+      }
+      float* bx = &bx_[t * d];
+      std::memcpy(bx, u, d * 4);
+      if (site >= 0) {
+        const float* kk = &eng_kk_[(site * config_.max_batch + t) * d];
+        const float* v = &eng_v_[(site * config_.max_batch + t) * d];
+        const float dot = kernels::Dot(u, kk, d) * kernels::InvRms(u, d, kEps) *
+                          kernels::InvRms(kk, d, kEps);
+        const float alpha = kernels::Sigmoid(dot / std::sqrt(static_cast<float>(d)));
+        kernels::Axpy(alpha, v, bx, d);
+      }
+      kernels::ZcNorm(bx, lw.norm_in.data(), d, kEps, &h_[t * d]);
+    }
+
+    // Attention.
+    Project(lw.q_proj, h_.data(), n, d, 0, ad, q_.data(), ad);
+    Project(lw.k_proj, h_.data(), n, d, 0, kvd, k_.data(), kvd);
+    Project(lw.v_proj, h_.data(), n, d, 0, kvd, v_.data(), kvd);
+    Project(lw.gate_proj, h_.data(), n, d, 0, ad, gate_.data(), ad);
+    for (size_t t = 0; t < n; ++t) {
+      const float pos = static_cast<float>(position_ + t);
+      for (size_t h = 0; h < g.num_heads; ++h) {
+        float* q = &q_[t * ad + h * hd];
+        kernels::ZcNorm(q, lw.q_norm.data(), hd, kEps, q);
+        kernels::RopeHalfSplit(q, hd, rope_freqs_.data(), pos);
+      }
+      for (size_t h = 0; h < g.num_kv_heads; ++h) {
+        float* k = &k_[t * kvd + h * hd];
+        kernels::ZcNorm(k, lw.k_norm.data(), hd, kEps, k);
+        kernels::RopeHalfSplit(k, hd, rope_freqs_.data(), pos);
+      }
+    }
+    Attention(li, n);
+    for (size_t i = 0; i < n * ad; ++i) o_[i] *= kernels::Sigmoid(gate_[i]);
+    Project(lw.out_proj, o_.data(), n, ad, 0, d, a_.data(), d);
+
+    for (size_t t = 0; t < n; ++t) {
+      float* a = &a_[t * d];
+      kernels::ZcNorm(a, lw.post_norm.data(), d, kEps, a);
+      float* x = &x_[t * d];
+      const float* bx = &bx_[t * d];
+      for (size_t i = 0; i < d; ++i) x[i] = bx[i] + lw.attn_gate * a[i];
+      // Hadamard MLP: z = silu(d2 * ((d1 * ZCN(x)) H)) H; x += (d3 * z)[:d].
+      float* z = &z_[t * hn];
+      kernels::ZcNorm(x, lw.pre_hada.data(), d, kEps, z);
+      std::fill(z + d, z + hn, 0.f);
+      for (size_t i = 0; i < hn; ++i) z[i] *= lw.d1[i];
+      kernels::FwhtLocal(z, hn);
+      for (size_t i = 0; i < hn; ++i) z[i] = kernels::Silu(lw.d2[i] * z[i]);
+      kernels::FwhtLocal(z, hn);
+      for (size_t i = 0; i < d; ++i) x[i] += lw.d3[i] * z[i];
+      // y = Block(bx) - u.
+      float* y = &y_[t * d];
+      const float* u = &u_[t * d];
+      for (size_t i = 0; i < d; ++i) y[i] = x[i] - u[i];
+
+      // Lane mixing: X_new[a] = sum_b P[a][b] X[b] + h_post[a] * y, P = Sinkhorn(A).
+      const float* c = &coef_[t * ncoef];
+      float P[64 * 64];
+      for (size_t a2 = 0; a2 < nl * nl; ++a2)
+        P[a2] = w.a_res[li] * c[2 * nl + a2] + w.b_res[li * nl * nl + a2];
+      for (int round = 0; round < kSinkhornRounds; ++round) {
+        for (size_t r = 0; r < nl; ++r) {
+          const float lse = kernels::LogSumExp(&P[r * nl], nl, 1);
+          for (size_t b = 0; b < nl; ++b) P[r * nl + b] -= lse;
+        }
+        for (size_t b = 0; b < nl; ++b) {
+          const float lse = kernels::LogSumExp(&P[b], nl, nl);
+          for (size_t r = 0; r < nl; ++r) P[r * nl + b] -= lse;
+        }
+      }
+      for (size_t a2 = 0; a2 < nl * nl; ++a2) P[a2] = std::exp(P[a2]);
+      const float* X = &lanes_[t * nd];
+      float* Xn = &lanes_next_[t * nd];
+      for (size_t r = 0; r < nl; ++r) {
+        const float hpost = 2.f * kernels::Sigmoid(w.a_post[li] * c[nl + r] +
+                                                   w.b_post[li * nl + r] +
+                                                   (r == lstar ? 0.f : -4.f));
+        float* dst = Xn + r * d;
+        std::fill(dst, dst + d, 0.f);
+        for (size_t b = 0; b < nl; ++b) kernels::Axpy(P[r * nl + b], X + b * d, dst, d);
+        kernels::Axpy(hpost, y, dst, d);
+      }
+    }
+    std::swap(lanes_, lanes_next_);
+  }
+
+  // Output: lane mean, final ZCN, tied embedding.
+  if (logits && logits_from < n) {
+    const size_t m = n - logits_from;
+    for (size_t t = 0; t < m; ++t) {
+      const float* X = &lanes_[(logits_from + t) * nd];
+      float* xf = &x_[t * d];
+      for (size_t i = 0; i < d; ++i) {
+        float s = 0.f;
+        for (size_t l = 0; l < nl; ++l) s += X[l * d + i];
+        xf[i] = s / static_cast<float>(nl);
+      }
+      kernels::ZcNorm(xf, w.final_norm.data(), d, kEps, xf);
+    }
+    Project(w.embedding, x_.data(), m, d, 0, g.vocab, logits, g.vocab);
+  }
+  // Token history for the next block's n-grams.
+  for (size_t t = 0; t < n; ++t) tokens_[(position_ + t) % token_ring_] = ids[t];
+  position_ += static_cast<uint32_t>(n);
+}
+
+}  // namespace needle::model

@@ -1,0 +1,65 @@
+// Needle 2 weights as views into a .cact file: CQ matrices stay in the mapping (kernels compute on
+// the codes); only the small FP16 vectors are widened to f32 at load.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "format/cact.h"
+#include "kernels/cq_matmul.h"
+
+namespace needle::model {
+
+// One decoder layer (MODEL.md "Block_i").
+struct LayerWeights {
+  kernels::CqMatrix q_proj;     // [attn_dim, d]
+  kernels::CqMatrix k_proj;     // [kv_dim, d]
+  kernels::CqMatrix v_proj;     // [kv_dim, d]
+  kernels::CqMatrix gate_proj;  // [attn_dim, d]
+  kernels::CqMatrix out_proj;   // [d, attn_dim]
+  std::vector<float> norm_in, post_norm, pre_hada;  // [d] ZCN scales (gain is 1 + s)
+  std::vector<float> q_norm, k_norm;                // [head_dim]
+  std::vector<float> d1, d2, d3;                    // [hada_n]
+  float attn_gate = 0.f;                            // sigmoid(stored scalar), precomputed
+};
+
+// One engram site (MODEL.md step 3).
+struct EngramWeights {
+  uint32_t layer = 0;
+  kernels::CqMatrix tables;      // [num_tables * slots, sub_dim], row t*slots + slot
+  kernels::CqMatrix key_proj;    // [d, num_tables * sub_dim]
+  kernels::CqMatrix value_proj;  // [d, num_tables * sub_dim]
+  std::vector<float> taps;       // [taps, d]
+};
+
+// A probe head (MODEL.md "Probe heads").
+struct HeadWeights {
+  format::HeadKind kind = format::HeadKind::kContrastive;
+  uint32_t num_probes = 0, out_dim = 0;
+  std::vector<float> probes;  // [P, d]
+  std::vector<float> proj;    // [out, P*d]
+  std::vector<float> bias;    // [out]
+};
+
+struct Weights {
+  kernels::CqMatrix embedding;  // [vocab, d], also the tied output projection
+  std::vector<LayerWeights> layers;
+  std::vector<float> a_pre, a_post, a_res;  // [L]
+  std::vector<float> b_pre, b_post;         // [L, lanes]
+  std::vector<float> b_res;                 // [L, lanes, lanes]
+  kernels::CqMatrix phi_pre;   // [L*lanes, lanes*d]
+  kernels::CqMatrix phi_post;  // [L*lanes, lanes*d]
+  kernels::CqMatrix phi_res;   // [L*lanes*lanes, lanes*d]
+  std::vector<EngramWeights> engram;  // one per site, in header order
+  std::vector<float> final_norm;      // [d]
+  std::vector<HeadWeights> heads;
+};
+
+// Kernel view of a CQ tensor of `file` (throws FormatError naming the tensor if it is not CQ).
+kernels::CqMatrix CqMatrixOf(const format::CactFile& file, const format::TensorInfo& t);
+
+// Builds the views; `file` must outlive the result. Throws FormatError naming the tensor when a
+// matrix is not CQ or a shape does not match the geometry.
+Weights LoadWeights(const format::CactFile& file);
+
+}  // namespace needle::model

@@ -1,0 +1,44 @@
+// One benchmark record schema (llama-bench style) and its renderers: md, json, jsonl, csv.
+// A record is one point of the parameter cross product; raw samples are kept next to medians.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "report/system.h"
+
+namespace needle::report {
+
+struct BenchRecord {
+  // Parameters of this point.
+  std::string model;       // path
+  std::string model_sha256;
+  std::string isa;         // kernel path used ("avx2", "scalar", ...)
+  std::string path;        // numeric path ("f32", ...)
+  int threads = 1;
+  int prompt_tokens = 0;
+  int gen_tokens = 0;
+  int repetitions = 0;
+  // Results.
+  double load_seconds = 0;            // open + validate + build weights (median)
+  std::vector<double> prefill_tok_s;  // one sample per repetition
+  std::vector<double> decode_tok_s;
+  uint64_t peak_rss_bytes = 0;        // process peak after all repetitions
+  uint64_t model_bytes = 0;
+  uint64_t kv_bytes = 0;              // KV cache + rings allocated for this run
+
+  double prefill_median() const;
+  double decode_median() const;
+};
+
+enum class BenchFormat { kMarkdown, kJson, kJsonl, kCsv };
+BenchFormat ParseBenchFormat(const std::string& s);  // throws UsageError
+
+nlohmann::ordered_json ToJson(const BenchRecord& r);
+// Renders all records (and the system once) in the chosen format.
+std::string Render(const std::vector<BenchRecord>& records, const SystemInfo& sys, BenchFormat f);
+
+}  // namespace needle::report

@@ -1,0 +1,309 @@
+// SentencePiece-compatible BPE encoding and decoding (algorithm in tokenizer.h).
+#include "text/tokenizer.h"
+
+#include <algorithm>
+#include <bit>
+#include <cstring>
+#include <queue>
+
+#include <fmt/format.h>
+
+#include "base/error.h"
+#include "base/utf8.h"
+#include "format/cact.h"
+
+namespace needle::text {
+
+namespace {
+
+constexpr std::string_view kSpaceSymbol = "\xE2\x96\x81";  // U+2581
+
+uint64_t HashBytes(std::string_view s) {
+  uint64_t h = 0xcbf29ce484222325ull;  // FNV-1a 64
+  for (unsigned char c : s) h = (h ^ c) * 0x100000001b3ull;
+  return h ^ (h >> 29);
+}
+
+bool IsReservedType(format::PieceType t) {
+  return t == format::PieceType::kControl || t == format::PieceType::kUnknown ||
+         t == format::PieceType::kByte;
+}
+
+// Length of the UTF-8 character starting with byte c (SentencePiece's OneCharLen table).
+inline size_t OneCharLen(uint8_t c) {
+  static constexpr uint8_t kLen[16] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 3, 4};
+  return kLen[c >> 4];
+}
+
+// A candidate merge of the adjacent symbols `left` and `right` into a piece of `bytes` bytes.
+struct MergeCandidate {
+  float score;
+  int32_t left;
+  int32_t right;
+  uint32_t bytes;
+};
+// Priority: higher score first; equal scores, leftmost first.
+struct MergeOrder {
+  bool operator()(const MergeCandidate& a, const MergeCandidate& b) const {
+    return a.score < b.score || (a.score == b.score && a.left > b.left);
+  }
+};
+
+struct Symbol {
+  uint32_t begin;   // byte offset in the segment
+  uint32_t bytes;   // 0 once merged into its left neighbour
+  int32_t prev;     // -1 at the segment start
+  int32_t next;     // -1 at the segment end
+};
+
+}  // namespace
+
+void Tokenizer::PieceTable::Build(const std::vector<format::TokenizerPiece>& pieces,
+                                  bool reserved) {
+  const size_t capacity = std::bit_ceil(std::max<size_t>(16, pieces.size() * 2));
+  slots_.assign(capacity, -1);
+  mask_ = capacity - 1;
+  for (size_t id = 0; id < pieces.size(); ++id) {
+    if (IsReservedType(pieces[id].type) != reserved) continue;
+    uint64_t slot = HashBytes(pieces[id].text) & mask_;
+    while (slots_[slot] >= 0) slot = (slot + 1) & mask_;
+    slots_[slot] = static_cast<int32_t>(id);
+  }
+}
+
+int32_t Tokenizer::PieceTable::Find(const std::vector<format::TokenizerPiece>& pieces,
+                                    std::string_view text) const {
+  uint64_t slot = HashBytes(text) & mask_;
+  for (;;) {
+    const int32_t id = slots_[slot];
+    if (id < 0) return -1;
+    if (pieces[id].text == text) return id;
+    slot = (slot + 1) & mask_;
+  }
+}
+
+Tokenizer::Tokenizer(format::TokenizerBlob blob, const std::string& label)
+    : blob_(std::move(blob)) {
+  const auto& pieces = blob_.pieces;
+  if (pieces.empty()) Fail<FormatError>("{}: tokenizer has no pieces", label);
+  mergeable_.Build(pieces, false);
+  reserved_.Build(pieces, true);
+  byte_ids_.fill(-1);
+  surfaces_.resize(pieces.size());
+  for (size_t id = 0; id < pieces.size(); ++id) {
+    const auto& p = pieces[id];
+    max_piece_bytes_ = std::max(max_piece_bytes_, p.text.size());
+    switch (p.type) {
+      case format::PieceType::kByte: {
+        const uint8_t b = static_cast<uint8_t>(std::stoi(p.text.substr(3, 2), nullptr, 16));
+        if (byte_ids_[b] >= 0) {
+          Fail<FormatError>("{}: tokenizer piece {}: byte piece '{}' repeats piece {}", label, id,
+                            p.text, byte_ids_[b]);
+        }
+        byte_ids_[b] = static_cast<int32_t>(id);
+        surfaces_[id] = std::string(1, static_cast<char>(b));
+        break;
+      }
+      case format::PieceType::kControl:
+      case format::PieceType::kUnknown:
+        break;
+      case format::PieceType::kUserDefined:
+        user_by_first_byte_[static_cast<uint8_t>(p.text[0])].push_back(static_cast<int32_t>(id));
+        [[fallthrough]];
+      case format::PieceType::kNormal: {
+        std::string s;
+        for (size_t i = 0; i < p.text.size();) {
+          if (p.text.compare(i, kSpaceSymbol.size(), kSpaceSymbol) == 0) {
+            s += ' ';
+            i += kSpaceSymbol.size();
+          } else {
+            s += p.text[i++];
+          }
+        }
+        surfaces_[id] = std::move(s);
+        break;
+      }
+    }
+  }
+  for (auto& ids : user_by_first_byte_) {
+    std::stable_sort(ids.begin(), ids.end(), [&](int32_t a, int32_t b) {
+      return pieces[a].text.size() > pieces[b].text.size();
+    });
+  }
+}
+
+Tokenizer Tokenizer::FromBlob(std::span<const uint8_t> blob, const std::string& label) {
+  return Tokenizer(format::ParseTokenizerBlob(blob, label), label);
+}
+
+Tokenizer Tokenizer::FromCact(const format::CactFile& file) {
+  return FromBlob(file.tokenizer_blob(), file.path());
+}
+
+int32_t Tokenizer::PieceToId(std::string_view text) const {
+  const int32_t id = reserved_.Find(blob_.pieces, text);
+  return id >= 0 ? id : mergeable_.Find(blob_.pieces, text);
+}
+
+size_t Tokenizer::MatchUserDefined(std::string_view text) const {
+  for (int32_t id : user_by_first_byte_[static_cast<uint8_t>(text[0])]) {
+    const std::string& p = blob_.pieces[id].text;
+    if (text.size() >= p.size() && std::memcmp(text.data(), p.data(), p.size()) == 0) {
+      return p.size();
+    }
+  }
+  return 0;
+}
+
+void Tokenizer::Normalize(std::string_view text, bool dummy_prefix, std::string* out) const {
+  if (text.empty()) return;
+  out->reserve(out->size() + text.size() + text.size() / 4 + 3);
+  if (dummy_prefix) out->append(kSpaceSymbol);
+  const auto* s = reinterpret_cast<const uint8_t*>(text.data());
+  size_t i = 0;
+  while (i < text.size()) {
+    if (const size_t user = MatchUserDefined(text.substr(i)); user > 0) {
+      out->append(text.substr(i, user));
+      i += user;
+    } else if (s[i] == ' ') {
+      out->append(kSpaceSymbol);
+      ++i;
+    } else if (s[i] < 0x80) {
+      out->push_back(static_cast<char>(s[i]));
+      ++i;
+    } else if (const size_t len = Utf8SequenceLength(s + i, text.size() - i); len > 0) {
+      out->append(text.substr(i, len));
+      i += len;
+    } else {
+      out->append(kReplacementChar);
+      ++i;
+    }
+  }
+}
+
+void Tokenizer::EmitSymbol(std::string_view symbol, std::vector<int32_t>* out,
+                           bool* prev_unk) const {
+  int32_t id = reserved_.Find(blob_.pieces, symbol);
+  if (id < 0) id = mergeable_.Find(blob_.pieces, symbol);
+  if (id >= 0) {
+    out->push_back(id);
+    *prev_unk = false;
+    return;
+  }
+  if (blob_.byte_fallback) {
+    for (unsigned char b : symbol) out->push_back(byte_ids_[b] >= 0 ? byte_ids_[b] : unk_id());
+    *prev_unk = true;  // no merging of unknown runs with byte fallback: bytes were emitted
+    return;
+  }
+  if (!*prev_unk) out->push_back(unk_id());
+  *prev_unk = true;
+}
+
+void Tokenizer::EncodeSegment(std::string_view seg, std::vector<int32_t>* out,
+                              bool* prev_unk) const {
+  if (seg.empty()) return;
+  std::vector<Symbol> symbols;
+  symbols.reserve(seg.size());
+  for (size_t i = 0; i < seg.size();) {
+    const size_t len = std::min(OneCharLen(static_cast<uint8_t>(seg[i])), seg.size() - i);
+    const auto n = static_cast<int32_t>(symbols.size());
+    symbols.push_back({static_cast<uint32_t>(i), static_cast<uint32_t>(len), n - 1, n + 1});
+    i += len;
+  }
+  symbols.back().next = -1;
+
+  std::vector<MergeCandidate> storage;
+  storage.reserve(symbols.size());
+  std::priority_queue<MergeCandidate, std::vector<MergeCandidate>, MergeOrder> agenda(
+      MergeOrder{}, std::move(storage));
+  auto maybe_add = [&](int32_t left, int32_t right) {
+    if (left < 0 || right < 0) return;
+    const uint32_t bytes = symbols[left].bytes + symbols[right].bytes;
+    if (bytes > max_piece_bytes_) return;
+    const int32_t id = mergeable_.Find(blob_.pieces, seg.substr(symbols[left].begin, bytes));
+    if (id < 0) return;
+    agenda.push({blob_.pieces[id].score, left, right, bytes});
+  };
+  for (size_t i = 1; i < symbols.size(); ++i) {
+    maybe_add(static_cast<int32_t>(i - 1), static_cast<int32_t>(i));
+  }
+  while (!agenda.empty()) {
+    const MergeCandidate top = agenda.top();
+    agenda.pop();
+    Symbol& left = symbols[top.left];
+    Symbol& right = symbols[top.right];
+    // Stale: one side was merged away or grew since this candidate was queued.
+    if (left.bytes == 0 || right.bytes == 0 || left.bytes + right.bytes != top.bytes) continue;
+    left.bytes = top.bytes;
+    left.next = right.next;
+    if (right.next >= 0) symbols[right.next].prev = top.left;
+    right.bytes = 0;
+    maybe_add(left.prev, top.left);
+    maybe_add(top.left, left.next);
+  }
+  for (int32_t i = 0; i >= 0; i = symbols[i].next) {
+    EmitSymbol(seg.substr(symbols[i].begin, symbols[i].bytes), out, prev_unk);
+  }
+}
+
+void Tokenizer::EncodeAppend(std::string_view text, bool dummy_prefix,
+                             std::vector<int32_t>* out) const {
+  std::string norm;
+  Normalize(text, dummy_prefix, &norm);
+  const std::string_view view(norm);
+  // Frozen (user-defined) symbols never merge, so the text between them is encoded separately.
+  bool prev_unk = false;
+  size_t seg_begin = 0;
+  for (size_t i = 0; i < view.size();) {
+    const size_t user = MatchUserDefined(view.substr(i));
+    if (user == 0) {
+      i += std::min(OneCharLen(static_cast<uint8_t>(view[i])), view.size() - i);
+      continue;
+    }
+    EncodeSegment(view.substr(seg_begin, i - seg_begin), out, &prev_unk);
+    EmitSymbol(view.substr(i, user), out, &prev_unk);
+    i += user;
+    seg_begin = i;
+  }
+  EncodeSegment(view.substr(seg_begin), out, &prev_unk);
+}
+
+std::vector<int32_t> Tokenizer::Encode(std::string_view text, bool dummy_prefix) const {
+  std::vector<int32_t> ids;
+  EncodeAppend(text, dummy_prefix, &ids);
+  return ids;
+}
+
+std::string Tokenizer::Decode(std::span<const int32_t> ids) const {
+  std::string out;
+  std::string bytes;       // pending run of BYTE pieces
+  bool at_start = true;    // no visible piece yet: its leading "▁" is the dummy prefix
+  auto flush_bytes = [&] {
+    if (bytes.empty()) return;
+    AppendUtf8Sanitized(bytes, &out);
+    bytes.clear();
+    at_start = false;
+  };
+  for (size_t k = 0; k < ids.size(); ++k) {
+    const int32_t id = ids[k];
+    if (!valid_id(id)) {
+      Fail<InvalidInput>("token id {} (position {}) is out of range: vocab has {} pieces (0..{})",
+                         id, k, vocab_size(), vocab_size() - 1);
+    }
+    const auto t = type(id);
+    if (t == format::PieceType::kByte) {
+      bytes += surfaces_[id];
+      continue;
+    }
+    flush_bytes();
+    if (t == format::PieceType::kControl || t == format::PieceType::kUnknown) continue;
+    std::string_view s = surfaces_[id];
+    if (at_start && blob_.add_dummy_prefix && piece(id).starts_with(kSpaceSymbol)) s.remove_prefix(1);
+    out.append(s);
+    at_start = false;
+  }
+  flush_bytes();
+  return out;
+}
+
+}  // namespace needle::text

@@ -1,0 +1,58 @@
+// lib/report: statistics, tables, bench record renderers, RSS readings.
+#include <catch2/catch.hpp>
+
+#include <nlohmann/json.hpp>
+
+#include "report/bench_record.h"
+#include "report/system.h"
+#include "report/table.h"
+#include "report/timer.h"
+
+using namespace needle::report;
+
+TEST_CASE("median and MAD", "[report]") {
+  CHECK(Median({}) == 0.0);
+  CHECK(Median({3.0, 1.0, 2.0}) == 2.0);
+  CHECK(Median({4.0, 1.0, 3.0, 2.0}) == 2.5);
+  CHECK(MedianAbsDeviation({1.0, 2.0, 3.0, 4.0, 100.0}) == 1.0);
+}
+
+TEST_CASE("thousands separators and aligned tables", "[report]") {
+  CHECK(Thousands(0) == "0");
+  CHECK(Thousands(999) == "999");
+  CHECK(Thousands(1000) == "1,000");
+  CHECK(Thousands(13737807) == "13,737,807");
+  Table t({"name", "n"}, {Table::Align::kLeft, Table::Align::kRight});
+  t.AddRow({"a", "1"});
+  t.AddRow({"long", "100"});
+  CHECK(t.Render() == "name    n\n----  ---\na       1\nlong  100\n");
+}
+
+TEST_CASE("bench records render in every format", "[report]") {
+  BenchRecord r;
+  r.model = "m.cact";
+  r.isa = "scalar";
+  r.threads = 2;
+  r.prefill_tok_s = {100, 300, 200};
+  r.decode_tok_s = {10, 30};
+  const SystemInfo sys = GetSystemInfo();
+  const auto j = nlohmann::json::parse(Render({r}, sys, BenchFormat::kJson));
+  CHECK(j["records"][0]["prefill_tok_s"] == 200.0);
+  CHECK(j["records"][0]["decode_tok_s"] == 20.0);
+  CHECK(j["records"][0]["prefill_samples"].size() == 3);
+  CHECK(nlohmann::json::parse(Render({r}, sys, BenchFormat::kJsonl))["threads"] == 2);
+  const std::string csv = Render({r, r}, sys, BenchFormat::kCsv);
+  CHECK(std::count(csv.begin(), csv.end(), '\n') == 3);
+  CHECK(Render({r}, sys, BenchFormat::kMarkdown).find("200.0") != std::string::npos);
+  CHECK_THROWS(ParseBenchFormat("xml"));
+}
+
+TEST_CASE("RSS readings grow with touched memory", "[report]") {
+  const uint64_t before = CurrentRssBytes();
+  CHECK(before > 0);
+  std::vector<char> block(64 << 20, 1);  // touch 64 MiB
+  const uint64_t after = CurrentRssBytes();
+  CHECK(after >= before + (32u << 20));
+  CHECK(PeakRssBytes() >= after);
+  CHECK(block[12345] == 1);
+}

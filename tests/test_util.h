@@ -1,0 +1,75 @@
+// Shared helpers for tests: fixture paths, temp dirs, running the needle CLI and capturing output.
+#pragma once
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <string>
+#include <vector>
+
+namespace needle::testing {
+
+inline std::string DataPath(const std::string& rel) { return std::string(NEEDLE_TEST_DATA) + "/" + rel; }
+inline std::string ModelPath(const std::string& name) { return DataPath("models/" + name); }
+
+inline std::vector<uint8_t> ReadBytes(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  return std::vector<uint8_t>(std::istreambuf_iterator<char>(f), {});
+}
+
+inline void WriteBytes(const std::string& path, const std::vector<uint8_t>& b) {
+  std::ofstream f(path, std::ios::binary);
+  f.write(reinterpret_cast<const char*>(b.data()), static_cast<std::streamsize>(b.size()));
+}
+
+// A fresh temporary directory removed on destruction.
+class TempDir {
+ public:
+  TempDir() {
+    std::string tmpl = (std::filesystem::temp_directory_path() / "needle-test-XXXXXX").string();
+    char* p = ::mkdtemp(tmpl.data());
+    path_ = p ? p : "";
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  std::string operator/(const std::string& name) const { return path_ + "/" + name; }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+struct CliResult {
+  int exit_code = -1;
+  std::string out, err;
+};
+
+// Runs the built `needle` binary with `args` (shell-quoted here), capturing stdout and stderr.
+inline CliResult RunCli(const std::vector<std::string>& args, const std::string& stdin_text = "") {
+  TempDir tmp;
+  std::string cmd = std::string("'") + NEEDLE_BINARY + "'";
+  for (const auto& a : args) {
+    std::string q = "'";
+    for (char c : a) q += (c == '\'') ? std::string("'\\''") : std::string(1, c);
+    cmd += " " + q + "'";
+  }
+  const std::string in = tmp / "stdin", out = tmp / "stdout", err = tmp / "stderr";
+  WriteBytes(in, std::vector<uint8_t>(stdin_text.begin(), stdin_text.end()));
+  cmd += " <'" + in + "' >'" + out + "' 2>'" + err + "'";
+  const int status = std::system(cmd.c_str());
+  CliResult r;
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  auto o = ReadBytes(out), e = ReadBytes(err);
+  r.out.assign(o.begin(), o.end());
+  r.err.assign(e.begin(), e.end());
+  return r;
+}
+
+}  // namespace needle::testing
