@@ -145,7 +145,7 @@ DequantSummary Dequant(const std::string& model_path, const std::string& out_dir
                       {"bytes", file.bytes().size()},
                       {"sha256", summary.source_sha256}};
   config["weights"] = {{"file", kWeightsFile}, {"dtype", "F32"}};
-  config["header"] = HeaderJson(h);
+  config["geometry"] = HeaderJson(h);  // every header field, by name
   config["kv"] = {{"window", h.kv_window}, {"bits", h.kv_bits}};
   nlohmann::ordered_json heads = nlohmann::ordered_json::array();
   for (const auto& hd : file.heads()) heads.push_back(format::HeadName(hd.kind));
