@@ -516,3 +516,66 @@ TEST_CASE("cli: tokenize --json and detokenize", "[text][cli]") {
   CHECK(rc == static_cast<int>(needle::ErrorKind::kUsage));
   CHECK(out.find("'x1'") != std::string::npos);
 }
+
+TEST_CASE("tokenizer: merge order, '▁' inside pieces and unk runs on a hand-made vocabulary",
+          "[text]") {
+  // Expected ids derived by hand from SentencePiece's rules (see tokenizer.h).
+  TokenizerBlob blob;
+  blob.pad_id = blob.eos_id = blob.bos_id = 1;
+  blob.unk_id = 0;
+  blob.byte_fallback = false;
+  auto add = [&](const char* text, float score, PieceType type = PieceType::kNormal) {
+    blob.pieces.push_back({text, score, type});
+    return static_cast<int32_t>(blob.pieces.size() - 1);
+  };
+  const int32_t unk = add("<unk>", 0, PieceType::kUnknown);
+  add("<s>", 0, PieceType::kControl);
+  const int32_t sp = add("\xE2\x96\x81", -3);
+  const int32_t a = add("a", -4);
+  const int32_t b = add("b", -5);
+  const int32_t c = add("c", -6);
+  const int32_t spsp = add("\xE2\x96\x81\xE2\x96\x81", -1);  // "▁▁": a piece spanning a space
+  add("\xE2\x96\x81"
+      "b",
+      -2);
+  const int32_t ab = add("ab", -1.5f);
+  add("bc", -1.5f);
+  const int32_t marker = add("<m>", 0, PieceType::kUserDefined);
+  const Tokenizer tok(blob, "hand-made");
+  // "▁a▁▁b": "▁▁" (-1) beats "▁b" (-2); afterwards nothing merges across it.
+  CHECK(tok.Encode("a  b", true) == Ids{sp, a, spsp, b});
+  // Equal scores: the leftmost pair merges first.
+  CHECK(tok.Encode("abc", false) == Ids{ab, c});
+  // No byte fallback: a run of unknown characters is one unk.
+  CHECK(tok.Encode("xyz", true) == Ids{sp, unk});
+  CHECK(tok.Encode("xa<m>y", false) == Ids{unk, a, marker, unk});
+  CHECK(tok.Decode(Ids{sp, a, spsp, b}) == "a  b");
+}
+
+TEST_CASE("tokenizer blob: random corruption parses or throws FormatError", "[text][blob]") {
+  const auto good = TinyBlob();
+  uint64_t state = 0x9E3779B97F4A7C15ull;  // fixed seed: deterministic
+  auto next = [&] {
+    state ^= state << 13, state ^= state >> 7, state ^= state << 17;
+    return state;
+  };
+  int rejected = 0;
+  for (int round = 0; round < 300; ++round) {
+    auto bytes = good;
+    const int flips = 1 + static_cast<int>(next() % 4);
+    for (int f = 0; f < flips; ++f) {
+      // Mostly the header and the first records, where lengths and types live.
+      const size_t at = next() % (round % 2 ? 600 : bytes.size());
+      bytes[at] = static_cast<uint8_t>(next());
+    }
+    if (round % 5 == 0) bytes.resize(next() % bytes.size());
+    try {
+      const auto blob = needle::format::ParseTokenizerBlob(bytes, "fuzz");
+      const Tokenizer tok(blob, "fuzz");
+      (void)tok.Encode("Set a timer for 5 minutes. <|im_end|> \xff");
+    } catch (const FormatError&) {
+      ++rejected;
+    }
+  }
+  CHECK(rejected > 100);
+}

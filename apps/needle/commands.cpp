@@ -12,6 +12,9 @@ void SetExitCode(int code) { g_exit_code = code; }
 
 void RegisterAll(CLI::App& app) {
   RegisterInspect(app);
+  RegisterDequant(app);
+  RegisterRequant(app);
+  RegisterSynth(app);
   RegisterTokenize(app);
   RegisterDetokenize(app);
   RegisterRun(app);

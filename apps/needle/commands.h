@@ -13,6 +13,9 @@ int ExitCode();
 void SetExitCode(int code);
 
 void RegisterInspect(CLI::App& app);
+void RegisterDequant(CLI::App& app);
+void RegisterRequant(CLI::App& app);
+void RegisterSynth(CLI::App& app);
 void RegisterTokenize(CLI::App& app);
 void RegisterDetokenize(CLI::App& app);
 void RegisterVerify(CLI::App& app);

@@ -1,0 +1,28 @@
+// needle dequant: .cact -> OUT_DIR/{weights.safetensors, config.json, source.cact}.
+#include <fmt/format.h>
+
+#include "commands.h"
+#include "convert/dequant.h"
+
+namespace needle::cli {
+
+void RegisterDequant(CLI::App& app) {
+  auto* cmd = app.add_subcommand(
+      "dequant", "Write a model as F32 safetensors + config.json + source.cact for training tools");
+  struct Args {
+    std::string model, out_dir;
+    convert::DequantOptions options;
+  };
+  auto args = std::make_shared<Args>();
+  cmd->add_option("model", args->model, "Model file (.cact)")->required();
+  cmd->add_option("out_dir", args->out_dir, "Output folder (must not exist unless --force)")
+      ->required();
+  cmd->add_flag("--force", args->options.force, "Replace an existing output folder");
+  cmd->callback([args] {
+    const auto s = convert::Dequant(args->model, args->out_dir, args->options);
+    fmt::print("{}: {} tensors as F32 ({} bytes of safetensors), source SHA-256 {}\n",
+               args->out_dir, s.tensors, s.safetensors_bytes, s.source_sha256);
+  });
+}
+
+}  // namespace needle::cli

@@ -1,0 +1,32 @@
+// needle requant: a dequant folder (possibly edited) -> .cact, keeping unchanged tensors' bytes.
+#include <fmt/format.h>
+
+#include "commands.h"
+#include "convert/requant.h"
+
+namespace needle::cli {
+
+void RegisterRequant(CLI::App& app) {
+  auto* cmd = app.add_subcommand(
+      "requant", "Rebuild a .cact from a dequant folder; only edited tensors are re-quantized");
+  struct Args {
+    std::string in_dir, out, bits_map;
+    convert::RequantOptions options;
+  };
+  auto args = std::make_shared<Args>();
+  cmd->add_option("in_dir", args->in_dir, "Folder written by `needle dequant`")->required();
+  cmd->add_option("out", args->out, "Output model (.cact)")->required();
+  cmd->add_option("--bits-map", args->bits_map,
+                  "CQ widths, e.g. embedding=4,mhc=4,default=2 (longest prefix wins); a CQ "
+                  "tensor whose width changes is re-quantized");
+  cmd->add_flag("--force", args->options.force, "Replace an existing output file");
+  cmd->callback([args] {
+    if (!args->bits_map.empty()) args->options.bits_map = convert::BitsMap::Parse(args->bits_map);
+    const auto s = convert::Requant(args->in_dir, args->out, args->options);
+    fmt::print("{}: {} tensors kept byte for byte, {} re-encoded{}{} ({} bytes)\n", args->out,
+               s.kept, s.reencoded.size(), s.reencoded.empty() ? "" : ": ",
+               fmt::join(s.reencoded, ", "), s.file_bytes);
+  });
+}
+
+}  // namespace needle::cli
