@@ -57,51 +57,52 @@ struct ByteTableDecoder {
   }
 };
 
-// One row r against exactly NT tokens; y points at token 0's output for this row. A single token
-// keeps two partial sums per group (even and odd chunks) so consecutive FMAs are independent.
-template <class Dec, size_t NT>
+// NR consecutive rows from r against exactly NT tokens (NR = 1 or NT = 1); y points at the
+// output of (row r, token 0). Each (row, token) sum is one chain over the row's chunks in order,
+// whatever NR and NT are, so results do not depend on how rows are grouped (or threaded).
+template <class Dec, size_t NR, size_t NT>
 void RowTile(const Dec& dec, const CqMatrix& m, size_t r, const float* x_hat, float* y,
              size_t ldy) {
+  static_assert(NR == 1 || NT == 1);
   constexpr uint32_t kBits = Dec::kBits;
-  const uint8_t* codes = m.codes + r * m.row_bytes;
-  const uint8_t* norms = m.norms + r * m.groups_per_row * 2;
-  constexpr size_t kSums = NT == 1 ? 2 : NT;
-  const bool split = NT == 1 && m.group % 16 == 0;
-  __m256 acc[NT];
-  for (size_t t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
+  constexpr size_t kAcc = NR * NT;
+  const uint8_t* codes[NR];
+  const uint8_t* norms[NR];
+  for (size_t k = 0; k < NR; ++k) {
+    codes[k] = m.codes + (r + k) * m.row_bytes;
+    norms[k] = m.norms + (r + k) * m.groups_per_row * 2;
+  }
+  __m256 acc[kAcc];
+  for (size_t a = 0; a < kAcc; ++a) acc[a] = _mm256_setzero_ps();
   for (size_t g = 0; g < m.groups_per_row; ++g) {
-    uint16_t nbits;
-    std::memcpy(&nbits, norms + 2 * g, 2);
-    const __m256 norm = _mm256_set1_ps(_cvtsh_ss(nbits));
-    __m256 sum[kSums];
-    for (size_t t = 0; t < kSums; ++t) sum[t] = _mm256_setzero_ps();
+    __m256 sum[kAcc];
+    for (size_t a = 0; a < kAcc; ++a) sum[a] = _mm256_setzero_ps();
     const size_t base = g * m.group;
-    if (split) {
-      for (size_t c = 0; c < m.group; c += 16) {
-        const uint8_t* p = codes + (base + c) / 8 * kBits;
-        const __m256 w0 = dec.Eight(p);
-        const __m256 w1 = dec.Eight(p + kBits);
-        sum[0] = _mm256_fmadd_ps(w0, _mm256_loadu_ps(x_hat + base + c), sum[0]);
-        sum[1] = _mm256_fmadd_ps(w1, _mm256_loadu_ps(x_hat + base + c + 8), sum[1]);
-      }
-      sum[0] = _mm256_add_ps(sum[0], sum[1]);
-    } else {
-      for (size_t c = 0; c < m.group; c += 8) {
-        const __m256 w = dec.Eight(codes + (base + c) / 8 * kBits);
+    for (size_t c = 0; c < m.group; c += 8) {
+      if constexpr (NR == 1) {
+        const __m256 w = dec.Eight(codes[0] + (base + c) / 8 * kBits);
         for (size_t t = 0; t < NT; ++t)
           sum[t] = _mm256_fmadd_ps(w, _mm256_loadu_ps(x_hat + t * m.in_pad + base + c), sum[t]);
+      } else {
+        const __m256 x = _mm256_loadu_ps(x_hat + base + c);
+        for (size_t k = 0; k < NR; ++k)
+          sum[k] = _mm256_fmadd_ps(dec.Eight(codes[k] + (base + c) / 8 * kBits), x, sum[k]);
       }
     }
-    for (size_t t = 0; t < NT; ++t) acc[t] = _mm256_fmadd_ps(norm, sum[t], acc[t]);
+    for (size_t a = 0; a < kAcc; ++a) {
+      uint16_t nbits;
+      std::memcpy(&nbits, norms[NR == 1 ? 0 : a] + 2 * g, 2);
+      acc[a] = _mm256_fmadd_ps(_mm256_set1_ps(_cvtsh_ss(nbits)), sum[a], acc[a]);
+    }
   }
-  for (size_t t = 0; t < NT; ++t) y[t * ldy] = HorizontalSum(acc[t]);
+  for (size_t a = 0; a < kAcc; ++a) y[NR == 1 ? a * ldy : a] = HorizontalSum(acc[a]);
 }
 
 template <class Dec, size_t NT>
 void Remainder(const Dec& dec, const CqMatrix& m, size_t r, const float* x_hat, size_t left,
                float* y, size_t ldy) {
   if constexpr (NT > 0) {
-    if (left == NT) return RowTile<Dec, NT>(dec, m, r, x_hat, y, ldy);
+    if (left == NT) return RowTile<Dec, 1, NT>(dec, m, r, x_hat, y, ldy);
     return Remainder<Dec, NT - 1>(dec, m, r, x_hat, left, y, ldy);
   }
 }
@@ -109,13 +110,19 @@ void Remainder(const Dec& dec, const CqMatrix& m, size_t r, const float* x_hat, 
 template <class Dec>
 void Gemm(const Dec& dec, const CqMatrix& m, const float* x_hat, size_t n, size_t row_begin,
           size_t row_end, float* y, size_t ldy) {
+  if (n == 1) {  // one token: rows in fours share the activation loads and run 4 FMA chains
+    size_t r = row_begin;
+    for (; r + 4 <= row_end; r += 4) RowTile<Dec, 4, 1>(dec, m, r, x_hat, y + (r - row_begin), ldy);
+    for (; r < row_end; ++r) RowTile<Dec, 1, 1>(dec, m, r, x_hat, y + (r - row_begin), ldy);
+    return;
+  }
   // 4-bit codes need a second table register, so their tile is smaller.
   constexpr size_t kTile = Dec::kBits == 4 ? 6 : 8;
   for (size_t r = row_begin; r < row_end; ++r) {
     float* yr = y + (r - row_begin);
     size_t t0 = 0;
     for (; t0 + kTile <= n; t0 += kTile)
-      RowTile<Dec, kTile>(dec, m, r, x_hat + t0 * m.in_pad, yr + t0 * ldy, ldy);
+      RowTile<Dec, 1, kTile>(dec, m, r, x_hat + t0 * m.in_pad, yr + t0 * ldy, ldy);
     if (t0 < n)
       Remainder<Dec, kTile - 1>(dec, m, r, x_hat + t0 * m.in_pad, n - t0, yr + t0 * ldy, ldy);
   }
