@@ -129,6 +129,17 @@ TEST_CASE("logits do not depend on the thread count", "[model][threads]") {
     INFO("kernels " << isa);
     REQUIRE(one.size() == two.size());
     CHECK(std::memcmp(one.data(), two.data(), one.size() * sizeof(float)) == 0);
+    // Single-token steps (the decode kernels) too.
+    std::vector<float> step1(model.geometry().vocab), step2(model.geometry().vocab);
+    cfg.threads = 1;
+    Decoder d1(model, cfg);
+    cfg.threads = 2;
+    Decoder d2(model, cfg);
+    for (int32_t id : ids) {
+      d1.Step(id, step1);
+      d2.Step(id, step2);
+      REQUIRE(std::memcmp(step1.data(), step2.data(), step1.size() * sizeof(float)) == 0);
+    }
   }
 }
 
