@@ -1,5 +1,6 @@
 // CQ product kernels: the scalar reference against an explicit dense Hadamard computation, and
 // every compiled ISA against the scalar reference on awkward sizes.
+#include <atomic>
 #include <bit>
 #include <catch2/catch.hpp>
 #include <cmath>
@@ -10,6 +11,7 @@
 #include "base/fp16.h"
 #include "kernels/cq_matmul.h"
 #include "kernels/dispatch.h"
+#include "kernels/parallel.h"
 
 namespace {
 
@@ -164,4 +166,21 @@ TEST_CASE("every compiled ISA matches the scalar CQ reference on awkward sizes",
         }
   }
   CHECK(cases > 0);
+}
+
+TEST_CASE("ChunkPool runs every chunk exactly once, job after job", "[kernels][parallel]") {
+  for (int threads : {1, 2, 3, 5}) {
+    needle::kernels::ChunkPool pool(threads);
+    CHECK(pool.threads() == threads);
+    std::vector<std::atomic<int>> hits(97);
+    long bad = 0;
+    for (int job = 0; job < 3000; ++job) {
+      const size_t chunks = static_cast<size_t>(job % 97) + 1;
+      for (auto& h : hits) h.store(0);
+      pool.Run(chunks, [&](size_t c) { hits[c].fetch_add(1); });
+      for (size_t c = 0; c < hits.size(); ++c) bad += hits[c].load() != (c < chunks ? 1 : 0);
+    }
+    INFO("threads " << threads);
+    CHECK(bad == 0);
+  }
 }

@@ -16,7 +16,7 @@ namespace {
 
 constexpr float kEps = 1e-6f;
 constexpr int kSinkhornRounds = 20;
-// Rows per OpenMP work item; each output element is computed by exactly one thread in the
+// Rows per parallel work item; each output element is computed by exactly one thread in the
 // kernel's fixed order, so results do not depend on the thread count.
 constexpr size_t kRowsPerChunk = 16;
 // Below this many multiply-adds a projection runs on the calling thread.
@@ -52,6 +52,7 @@ Decoder::Decoder(const Model& model, const DecoderConfig& config)
   kernels_ = config.kernels ? config.kernels : &kernels::ActiveKernels();
   if (config_.max_batch == 0) config_.max_batch = 1;
   if (config_.threads < 1) config_.threads = 1;
+  pool_ = std::make_unique<kernels::ChunkPool>(config_.threads);
   if (config_.kv_window == 0) {
     capacity_ = config_.max_positions ? config_.max_positions : g.max_seq_len;
     config_.sink_len = config_.max_sink_len = 0;
@@ -296,16 +297,14 @@ void Decoder::ProjectShared(const float* x, size_t n, size_t ldx,
     for (const ProjectJob& j : jobs) gemm(*j.m, x_hat, n, j.row_begin, j.row_end, j.y, j.ldy);
     return;
   }
-  const long chunks = static_cast<long>(first_chunk[jobs.size()]);
-#pragma omp parallel for num_threads(config_.threads) schedule(static)
-  for (long c = 0; c < chunks; ++c) {
+  pool_->Run(first_chunk[jobs.size()], [&](size_t c) {
     size_t k = 0;
-    while (static_cast<size_t>(c) >= first_chunk[k + 1]) ++k;
+    while (c >= first_chunk[k + 1]) ++k;
     const ProjectJob& j = jobs[k];
-    const size_t b = j.row_begin + (static_cast<size_t>(c) - first_chunk[k]) * kRowsPerChunk;
+    const size_t b = j.row_begin + (c - first_chunk[k]) * kRowsPerChunk;
     const size_t e = std::min(j.row_end, b + kRowsPerChunk);
     gemm(*j.m, x_hat, n, b, e, j.y + (b - j.row_begin), j.ldy);
-  }
+  });
 }
 
 void Decoder::Engram(size_t site, const int32_t* ids, size_t n) {
@@ -405,8 +404,7 @@ void Decoder::Attention(size_t layer, size_t n) {
   };
   const size_t work = n * (std::min<size_t>(position_ + n, capacity_)) * g.num_heads * hd;
   if (config_.threads > 1 && KV > 1 && work >= kParallelMinWork) {
-#pragma omp parallel for num_threads(config_.threads) schedule(static)
-    for (long h = 0; h < static_cast<long>(KV); ++h) kv_head(static_cast<size_t>(h));
+    pool_->Run(KV, kv_head);
   } else {
     for (size_t h = 0; h < KV; ++h) kv_head(h);
   }

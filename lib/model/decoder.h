@@ -3,11 +3,13 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <vector>
 
 #include "format/cact.h"
 #include "kernels/dispatch.h"
+#include "kernels/parallel.h"
 #include "model/weights.h"
 
 namespace needle::model {
@@ -41,7 +43,7 @@ struct DecoderConfig {
   uint32_t max_sink_len = 0;   // largest sink_len SetSinkLen() may set (0 = sink_len)
   uint32_t max_positions = 0;  // capacity when kv_window == 0 (0 = the header's max_seq_len)
   uint32_t max_batch = 32;     // tokens per prefill pass (scratch is sized for this)
-  int threads = 1;             // OpenMP threads across output rows; results do not depend on it
+  int threads = 1;  // threads across output rows (kernels::ChunkPool); results do not depend on it
   const kernels::KernelTable* kernels = nullptr;  // nullptr = kernels::ActiveKernels()
   // Pool every cell (MODEL.md "Probe heads") into the file's probe heads as tokens are fed, so
   // HeadOutput() can be read at any time. Off: the heads cost nothing.
@@ -55,7 +57,7 @@ struct Snapshot {
   uint32_t position = 0;
   uint32_t sink_len = 0;
   uint32_t kv_window = 0;
-  size_t capacity = 0;  // KV slots of the decoder it came from
+  size_t capacity = 0;                      // KV slots of the decoder it came from
   std::vector<float> k, v;                  // [layers, slots_used, kv_dim]
   std::vector<float> engram_ring;           // [sites, ring, d]
   std::vector<int32_t> token_ring;          // last max-order tokens
@@ -63,7 +65,7 @@ struct Snapshot {
 };
 
 // One conversation's decoding state plus all scratch memory. Not thread-safe; one per thread.
-// After construction (and one warm-up call, for OpenMP's thread pool) Prefill/Step allocate
+// After construction Prefill/Step allocate
 // nothing on the heap.
 class Decoder {
  public:
@@ -126,6 +128,7 @@ class Decoder {
   format::Geometry geometry_;
   DecoderConfig config_;
   const kernels::KernelTable* kernels_;
+  std::unique_ptr<kernels::ChunkPool> pool_;  // threads - 1 workers, owned by this decoder
   uint32_t position_ = 0;
   uint32_t sink_len_ = 0;  // current pinned prefix (<= max sinks the capacity was sized for)
   uint32_t max_sink_len_ = 0;

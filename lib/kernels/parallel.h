@@ -1,0 +1,56 @@
+// A small pool for "parallel for over chunks" without a join barrier: the caller works too, and
+// workers take chunks from a shared counter, so a descheduled worker (busy machine) costs at most
+// the chunk it holds instead of stalling every region (OpenMP's static split + barrier did).
+// Which thread runs a chunk varies; what a chunk computes does not, so results are identical for
+// any thread count. Run() allocates nothing.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <thread>
+#include <vector>
+
+namespace needle::kernels {
+
+class ChunkPool {
+ public:
+  // threads - 1 workers are started (threads <= 1: everything runs on the caller).
+  explicit ChunkPool(int threads);
+  ~ChunkPool();
+  ChunkPool(const ChunkPool&) = delete;
+  ChunkPool& operator=(const ChunkPool&) = delete;
+
+  int threads() const { return static_cast<int>(workers_.size()) + 1; }
+
+  // Calls fn(chunk) for every chunk in [0, chunks) and returns when all are done. Not
+  // reentrant: one Run at a time per pool (the pool belongs to one decoder).
+  template <class Fn>
+  void Run(size_t chunks, const Fn& fn) {
+    RunErased(chunks, &fn, [](const void* f, size_t c) { (*static_cast<const Fn*>(f))(c); });
+  }
+
+ private:
+  using Call = void (*)(const void* fn, size_t chunk);
+  void RunErased(size_t chunks, const void* fn, Call call);
+  void WorkerLoop();
+  // Takes and runs chunks of generation `gen` until none are left. Returns chunks run.
+  size_t Drain(uint32_t gen);
+
+  std::vector<std::thread> workers_;
+  std::atomic<uint32_t> generation_{0};  // bumped per Run; workers wait on it
+  std::atomic<uint64_t> next_{0};        // (generation << 32) | next chunk index
+  std::atomic<size_t> done_{0};          // chunks finished in this generation
+  // The job of generation g lives in jobs_[g & 1]: a worker that read generation g can only
+  // ever see g's job there (job g+2 cannot start before every chunk of g+1, hence of g, is
+  // claimed, and its claim checks the generation).
+  struct Job {
+    std::atomic<size_t> chunks{0};
+    std::atomic<const void*> fn{nullptr};
+    std::atomic<Call> call{nullptr};
+  };
+  Job jobs_[2];
+  std::atomic<bool> stop_{false};
+};
+
+}  // namespace needle::kernels
