@@ -119,7 +119,7 @@ int Run(const std::string& cmd) {
 
 // ---------------------------------------------------------------- safetensors
 
-TEST_CASE("safetensors: writer output is read back with names, shapes and bytes", "[convert]") {
+TEST_CASE("safetensors: writer output is read back with names and shapes and bytes", "[convert]") {
   ScratchDir dir;
   const std::string path = dir / "t.safetensors";
   std::vector<Entry> entries = {
@@ -196,7 +196,8 @@ TEST_CASE("safetensors: corrupt files are rejected with a message naming the pro
 
 // ---------------------------------------------------------------- bits map
 
-TEST_CASE("bits map: longest prefix on canonical names, upstream spellings, errors", "[convert]") {
+TEST_CASE("bits map: longest prefix on canonical names and upstream spellings; errors",
+          "[convert]") {
   const auto m = convert::BitsMap::Parse(convert::kDefaultScheme);
   CHECK(m.BitsFor("embedding") == 4);
   CHECK(m.BitsFor("mhc_phi_res") == 4);
@@ -221,7 +222,7 @@ TEST_CASE("bits map: longest prefix on canonical names, upstream spellings, erro
 
 // ---------------------------------------------------------------- progress
 
-TEST_CASE("progress: bar text, and silence when disabled", "[convert]") {
+TEST_CASE("progress: bar text; silence when disabled", "[convert]") {
   CHECK(report::Progress::Render("dequant", 5, 10, 10) == "dequant [#####.....]  50% 5/10");
   CHECK(report::Progress::Render("x", 12, 10, 4) == "x [####] 100% 10/10");
   CHECK(report::Progress::Render("x", 0, 0, 4) == "x [####] 100% 0/0");
@@ -247,7 +248,7 @@ TEST_CASE("dequant then requant reproduces every fixture model byte for byte", "
   }
 }
 
-TEST_CASE("dequant: safetensors holds canonical names, .cact shapes and the dequantized values",
+TEST_CASE("dequant: safetensors holds canonical names and .cact shapes and the dequantized values",
           "[convert]") {
   ScratchDir dir;
   convert::Dequant(Model("small.cact"), dir / "d", Quiet());
@@ -375,7 +376,7 @@ TEST_CASE("requant --bits-map re-encodes exactly the tensors whose width changes
   }
 }
 
-TEST_CASE("requant: bad input gives an error naming the tensor, and writes nothing", "[convert]") {
+TEST_CASE("requant: bad input gives an error naming the tensor and writes nothing", "[convert]") {
   using Edit = std::function<void(std::vector<Entry>&)>;
   const std::vector<std::tuple<std::string, Edit, std::string>> cases = {
       {"shape",
@@ -517,7 +518,7 @@ TEST_CASE("synth --geometry official is accounted exactly like the official-geom
   CHECK(std::equal(s.codebooks().begin(), s.codebooks().end(), ref.codebooks().begin()));
 }
 
-TEST_CASE("synth: deterministic per seed, overrides honoured, no tensor at a trivial value",
+TEST_CASE("synth: deterministic per seed; overrides honoured; no tensor at a trivial value",
           "[convert]") {
   ScratchDir dir;
   convert::SynthOptions o;
@@ -594,7 +595,7 @@ TEST_CASE("synth: impossible geometry is a usage error", "[convert]") {
 
 // ---------------------------------------------------------------- CLI and numpy
 
-TEST_CASE("CLI: dequant/requant/synth run, and bad input gives one error line", "[convert]") {
+TEST_CASE("CLI: dequant/requant/synth run; bad input gives one error line", "[convert]") {
   ScratchDir dir;
   const std::string bin = NEEDLE_BINARY;
   const std::string err = dir / "err.txt";
@@ -631,7 +632,7 @@ TEST_CASE("CLI: dequant/requant/synth run, and bad input gives one error line", 
   CHECK_FALSE(fs::exists(dir / "x.cact"));
 }
 
-TEST_CASE("numpy: an independent reader loads the safetensors, and a numpy edit touches one blob",
+TEST_CASE("numpy: an independent reader loads the safetensors; a numpy edit touches one blob",
           "[convert][numpy]") {
   const std::string tool = std::string(NEEDLE_TEST_DATA) + "/../safetensors_tool.py";
   std::string python;
