@@ -238,3 +238,23 @@ TEST_CASE("writer validates before writing and never leaves partial files", "[fo
   CHECK(std::distance(std::filesystem::directory_iterator(dir.path()),
                       std::filesystem::directory_iterator()) == 0);
 }
+
+TEST_CASE("validation: malformed tokenizer blob", "[format][validation]") {
+  const std::vector<uint8_t> good = ReadBytes(ModelPath("tiny.cact"));
+  const size_t tok = Get<uint64_t>(good, kDirOffset + kRecord * 68 + 20);  // blob offset
+  {
+    auto b = good;
+    b[tok + 24 + 4] = 9;  // piece 0: type byte
+    ExpectFormatError(b, {"piece 0", "type 9"});
+  }
+  {
+    auto b = good;
+    Put<uint32_t>(b, tok, 9000000);  // n_pieces beyond what the blob can hold
+    ExpectFormatError(b, {"9000000"});
+  }
+  {
+    auto b = good;
+    Put<uint16_t>(b, tok + 24 + 5, 60000);  // piece 0's text length runs past the blob
+    ExpectFormatError(b, {"piece 0"});
+  }
+}

@@ -1,10 +1,16 @@
 // Forward pass against the upstream goldens (tiny, small, official geometry), thread-count
 // independence, windowed decoding, snapshots.
-#include <catch2/catch.hpp>
+#include <sys/wait.h>
 
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
+#include "base/error.h"
 #include "format/cact.h"
 #include "model/decoder.h"
 #include "model/golden.h"
@@ -31,10 +37,10 @@ void CheckReferences(const std::string& model_file, const std::string& golden_di
   for (size_t i = 0; i < golden.reference.size(); ++i) {
     const auto& c = golden.reference[i];
     const auto r = needle::model::RunReference(model, c, tol, 1);
-    INFO(model_file << " reference " << i << " (" << c.ids.size() << " ids, window "
-                    << c.kv_window << ", sinks " << c.sink_len << "): max|diff| "
-                    << r.max_abs_diff << " cosine " << r.cosine << " top5 mismatches "
-                    << r.top5_mismatches << " first at " << r.first_mismatch);
+    INFO(model_file << " reference " << i << " (" << c.ids.size() << " ids, window " << c.kv_window
+                    << ", sinks " << c.sink_len << "): max|diff| " << r.max_abs_diff << " cosine "
+                    << r.cosine << " top5 mismatches " << r.top5_mismatches << " first at "
+                    << r.first_mismatch);
     CHECK(r.max_abs_diff <= tol.reference_max_abs);
     CHECK(r.top5_mismatches == 0);
   }
@@ -44,4 +50,270 @@ void CheckReferences(const std::string& model_file, const std::string& golden_di
 
 TEST_CASE("tiny matches the upstream f32 reference logits", "[model]") {
   CheckReferences("tiny.cact", "tiny");
+}
+
+namespace {
+
+void CheckOfficial(const std::string& model_file, const std::string& golden_dir) {
+  const auto file = needle::format::CactFile::Open(ModelPath(model_file));
+  const Model model(file);
+  const auto golden = needle::model::LoadGolden(GoldenPath(golden_dir), model.geometry().vocab);
+  REQUIRE(golden.official.size() == 6);
+  const needle::model::Tolerances tol;
+  for (size_t i = 0; i < golden.official.size(); ++i) {
+    const auto r = needle::model::RunOfficial(model, golden.official[i], tol, 1);
+    INFO(model_file << " official " << i << ": cosine " << r.cosine << " max|diff| "
+                    << r.max_abs_diff << " top1 " << r.top1 << " expected " << r.expected_top1);
+    CHECK(r.cosine >= tol.official_cosine);
+    CHECK(r.top1 == r.expected_top1);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("tiny matches the official engine's first-step logits", "[model]") {
+  CheckOfficial("tiny.cact", "tiny");
+}
+
+TEST_CASE("small matches the upstream f32 reference logits", "[model]") {
+  CheckReferences("small.cact", "small");
+}
+
+TEST_CASE("small matches the official engine's first-step logits", "[model]") {
+  CheckOfficial("small.cact", "small");
+}
+
+TEST_CASE("official geometry matches the upstream reference and the official engine",
+          "[model][long]") {
+  CheckReferences("official-geometry.cact", "official");
+  CheckOfficial("official-geometry.cact", "official");
+}
+
+namespace {
+
+// A deterministic token stream (ids spread over the vocabulary).
+std::vector<int32_t> Tokens(size_t n, uint32_t vocab, uint32_t seed) {
+  std::vector<int32_t> ids(n);
+  uint32_t s = seed;
+  for (auto& id : ids) {
+    s = s * 1664525u + 1013904223u;
+    id = static_cast<int32_t>((s >> 8) % vocab);
+  }
+  return ids;
+}
+
+std::vector<float> AllLogits(const Model& model, DecoderConfig cfg,
+                             const std::vector<int32_t>& ids) {
+  Decoder dec(model, cfg);
+  std::vector<float> all(ids.size() * model.geometry().vocab);
+  dec.Prefill(ids, {}, all);
+  return all;
+}
+
+}  // namespace
+
+TEST_CASE("logits do not depend on the thread count", "[model][threads]") {
+  const auto file = needle::format::CactFile::Open(ModelPath("small.cact"));
+  const Model model(file);
+  const auto ids = Tokens(40, model.geometry().vocab, 3);
+  for (const char* isa : {"scalar", "best"}) {
+    DecoderConfig cfg;
+    cfg.kv_window = 16;
+    cfg.sink_len = 5;
+    cfg.max_batch = 11;
+    if (std::string(isa) == "scalar") cfg.kernels = &needle::kernels::ReferenceKernels();
+    cfg.threads = 1;
+    const auto one = AllLogits(model, cfg, ids);
+    cfg.threads = 2;
+    const auto two = AllLogits(model, cfg, ids);
+    INFO("kernels " << isa);
+    REQUIRE(one.size() == two.size());
+    CHECK(std::memcmp(one.data(), two.data(), one.size() * sizeof(float)) == 0);
+  }
+}
+
+TEST_CASE("batched prefill equals one token per step, also across ring wrap-around",
+          "[model][window]") {
+  const auto file = needle::format::CactFile::Open(ModelPath("tiny.cact"));
+  const Model model(file);
+  const uint32_t V = model.geometry().vocab;
+  const auto ids = Tokens(50, V, 9);
+  for (uint32_t window : {0u, 8u}) {
+    DecoderConfig cfg;
+    cfg.kv_window = window;
+    cfg.sink_len = 3;
+    cfg.max_positions = 64;
+    cfg.max_batch = 32;  // > window: the ring wraps inside one block
+    const auto batched = AllLogits(model, cfg, ids);
+    cfg.max_batch = 1;
+    Decoder dec(model, cfg);
+    std::vector<float> step(V);
+    for (size_t t = 0; t < ids.size(); ++t) {
+      dec.Step(ids[t], step);
+      INFO("window " << window << " position " << t);
+      REQUIRE(needle::model::MaxAbsDiff(step.data(), batched.data() + t * V, V) <= 1e-5f);
+    }
+  }
+  // A window this small must change the logits (the test would be vacuous otherwise).
+  DecoderConfig full, windowed;
+  full.max_positions = 64;
+  windowed.kv_window = 8;
+  windowed.sink_len = 3;
+  const auto a = AllLogits(model, full, ids), b = AllLogits(model, windowed, ids);
+  CHECK(needle::model::MaxAbsDiff(a.data() + 49 * V, b.data() + 49 * V, V) > 1e-3f);
+}
+
+TEST_CASE("a prefix snapshot restores the exact state", "[model][snapshot]") {
+  const auto file = needle::format::CactFile::Open(ModelPath("tiny.cact"));
+  const Model model(file);
+  const uint32_t V = model.geometry().vocab;
+  const auto prefix = Tokens(30, V, 4), turn_a = Tokens(12, V, 5), turn_b = Tokens(9, V, 6);
+  DecoderConfig cfg;
+  cfg.kv_window = 16;
+  cfg.sink_len = 30;
+  Decoder dec(model, cfg);
+  dec.Prefill(prefix, {});
+  needle::model::Snapshot snap;
+  dec.Save(&snap);
+  std::vector<float> a1(V), a2(V), b1(V), fresh(V);
+  dec.Prefill(turn_a, a1);
+  dec.Restore(snap);
+  dec.Prefill(turn_b, b1);
+  dec.Restore(snap);
+  CHECK(dec.position() == 30);
+  dec.Prefill(turn_a, a2);
+  CHECK(std::memcmp(a1.data(), a2.data(), V * sizeof(float)) == 0);
+  Decoder other(model, cfg);
+  std::vector<int32_t> both = prefix;
+  both.insert(both.end(), turn_b.begin(), turn_b.end());
+  other.Prefill(both, fresh);
+  CHECK(needle::model::MaxAbsDiff(b1.data(), fresh.data(), V) <= 1e-5f);
+}
+
+TEST_CASE("needle verify passes tiny with its golden and fails a too-strict tolerance",
+          "[model][cli][verify]") {
+  const std::string cmd = std::string("'") + NEEDLE_BINARY + "' verify '" + ModelPath("tiny.cact") +
+                          "' --golden '" + GoldenPath("tiny") + "' --json -t 1";
+  auto run = [](const std::string& c, std::string* out) {
+    FILE* p = popen(c.c_str(), "r");
+    REQUIRE(p != nullptr);
+    char buf[4096];
+    size_t got;
+    while ((got = fread(buf, 1, sizeof buf, p)) > 0) out->append(buf, got);
+    const int status = pclose(p);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  };
+  std::string out;
+  REQUIRE(run(cmd, &out) == 0);
+  const auto j = nlohmann::json::parse(out);
+  CHECK(j["pass"] == true);
+  CHECK(j["file"]["sha256"].get<std::string>().size() == 64);
+  CHECK(j["kernels"]["pass"] == true);
+  CHECK(j["decode"]["pass"] == true);
+  REQUIRE(j["golden"]["reference"].size() == 8);
+  REQUIRE(j["golden"]["official"].size() == 6);
+  CHECK(j["golden"]["reference"][7]["kv_window"] == 256);
+  CHECK(j["golden"]["reference"][7]["sink_len"] == 40);
+  for (const auto& r : j["golden"]["reference"]) CHECK(r["pass"] == true);
+  for (const auto& o : j["golden"]["official"]) CHECK(o["cosine"].get<double>() >= 0.9998);
+
+  std::string strict;
+  CHECK(run(cmd + " --max-abs 1e-9", &strict) == 1);
+  CHECK(nlohmann::json::parse(strict)["pass"] == false);
+}
+
+TEST_CASE("probe heads: streamed pooling equals softmax pooling over all cells", "[model][heads]") {
+  const auto file = needle::format::CactFile::Open(ModelPath("small.cact"));
+  const Model model(file);
+  const auto& g = model.geometry();
+  const auto& heads = model.weights().heads;
+  REQUIRE(heads.size() == 2);
+  const auto ids = Tokens(45, g.vocab, 12);
+  std::vector<float> cells;
+  DecoderConfig cfg;
+  cfg.kv_window = 16;
+  cfg.sink_len = 4;
+  cfg.max_batch = 7;
+  cfg.pool_heads = true;
+  cfg.cell_log = &cells;
+  Decoder dec(model, cfg);
+  dec.Prefill({ids.data(), 30}, {});
+  needle::model::Snapshot snap;
+  dec.Save(&snap);
+  dec.Prefill({ids.data() + 30, 15}, {});
+  const size_t d = g.d_model, num_cells = cells.size() / d;
+  REQUIRE(num_cells == (g.num_layers + 1) * ids.size());
+
+  for (size_t hi = 0; hi < heads.size(); ++hi) {
+    const auto& h = heads[hi];
+    // Independent f64 reference: full softmax over all cells per probe, then the projection.
+    std::vector<double> pooled(h.num_probes * d, 0.0);
+    for (size_t k = 0; k < h.num_probes; ++k) {
+      std::vector<double> score(num_cells);
+      double max = -1e300;
+      for (size_t c = 0; c < num_cells; ++c) {
+        double s = 0;
+        for (size_t i = 0; i < d; ++i) s += double{cells[c * d + i]} * h.probes[k * d + i];
+        score[c] = s / std::sqrt(static_cast<double>(d));
+        max = std::max(max, score[c]);
+      }
+      double total = 0;
+      for (double& s : score) total += (s = std::exp(s - max));
+      for (size_t c = 0; c < num_cells; ++c)
+        for (size_t i = 0; i < d; ++i) pooled[k * d + i] += score[c] / total * cells[c * d + i];
+    }
+    std::vector<double> expect(h.out_dim);
+    double norm = 0;
+    for (size_t o = 0; o < h.out_dim; ++o) {
+      double v = h.bias[o];
+      for (size_t j = 0; j < pooled.size(); ++j)
+        v += double{h.proj[o * pooled.size() + j]} * pooled[j];
+      expect[o] = v;
+      norm += v * v;
+    }
+    if (h.kind == needle::format::HeadKind::kContrastive)
+      for (double& v : expect) v /= std::sqrt(norm);
+    std::vector<float> got(h.out_dim);
+    dec.HeadOutput(hi, got);
+    double max_diff = 0, max_ref = 0;
+    for (size_t o = 0; o < h.out_dim; ++o) {
+      max_diff = std::max(max_diff, std::fabs(got[o] - expect[o]));
+      max_ref = std::max(max_ref, std::fabs(expect[o]));
+    }
+    INFO("head " << hi << " max diff " << max_diff << " max |ref| " << max_ref);
+    CHECK(max_diff <= 1e-4 * std::max(1.0, max_ref));
+  }
+
+  // Restoring the snapshot and feeding the same tokens again gives the same pooled outputs.
+  std::vector<float> before(heads[1].out_dim), after(heads[1].out_dim);
+  dec.HeadOutput(1, before);
+  dec.Restore(snap);
+  dec.Prefill({ids.data() + 30, 15}, {});
+  dec.HeadOutput(1, after);
+  CHECK(before == after);
+}
+
+TEST_CASE("the sink length can be changed before the prefix is fed", "[model][window]") {
+  const auto file = needle::format::CactFile::Open(ModelPath("tiny.cact"));
+  const Model model(file);
+  const uint32_t V = model.geometry().vocab;
+  const auto golden = needle::model::LoadGolden(GoldenPath("tiny"), V);
+  const auto& c = golden.reference.back();
+  REQUIRE(c.kv_window == 256);
+  REQUIRE(c.sink_len == 40);
+  DecoderConfig cfg;
+  cfg.kv_window = c.kv_window;
+  cfg.sink_len = 5;
+  cfg.max_sink_len = 64;
+  Decoder dec(model, cfg);
+  std::vector<float> logits(V);
+  dec.Prefill({c.ids.data(), 3}, {});
+  dec.Reset();
+  dec.SetSinkLen(c.sink_len);
+  CHECK(dec.sink_len() == 40);
+  dec.Prefill(c.ids, logits);
+  CHECK(needle::model::MaxAbsDiff(logits.data(), c.last_logits.data(), V) <= 2e-3f);
+  CHECK_THROWS_AS(dec.SetSinkLen(10), needle::InvalidInput);  // positions already fed
+  dec.Reset();
+  CHECK_THROWS_AS(dec.SetSinkLen(65), needle::InvalidInput);  // beyond the capacity
 }

@@ -5,7 +5,7 @@ The corpus is built at test time, deterministically: the machine's documentation
 (/usr/share/common-licenses, /usr/share/doc/**/copyright and *.gz, /usr/share/man/man1/*.gz, in
 sorted order, up to --doc-bytes) plus seeded synthetic lines (random vocabulary pieces, chat
 markers, digits, runs of spaces, tabs, non-Latin text), plus long lines made of joined lines.
-Every line is encoded with python3-sentencepiece (the fixture's .model) and with needle (the same
+Lines are raw bytes (invalid UTF-8 included). Every line is encoded with python3-sentencepiece (the fixture's .model) and with needle (the same
 tokenizer, from the .cact blob); any differing id fails the test.
 
 Exit codes: 0 all equal, 1 a difference (first ones printed), 77 python3-sentencepiece missing
@@ -48,8 +48,8 @@ def read_doc(path):
             with open(path, "rb") as f:
                 data = f.read(1 << 20)
     except (OSError, EOFError, gzip.BadGzipFile):
-        return ""
-    return data.decode("utf-8", errors="replace")
+        return b""
+    return data  # raw bytes: invalid UTF-8 is part of the test
 
 
 def doc_files():
@@ -76,9 +76,9 @@ def doc_lines(limit_bytes):
         if not text:
             continue
         files += 1
-        for line in text.split("\n"):
+        for line in text.split(b"\n"):
             lines.append(line)
-            total += len(line.encode("utf-8")) + 1
+            total += len(line) + 1
         if total >= limit_bytes:
             break
     return lines, total, files
@@ -90,19 +90,21 @@ def synthetic_lines(sp, count, seed):
               if not (sp.is_control(i) or sp.is_unknown(i) or sp.is_byte(i))]
     markers = [p for p in pieces if p.startswith("<") and p.endswith(">") and len(p) > 3]
     extras = ["  ", "   ", "\t", " \t ", "0", "12", "345", "3.14", "-7", "é", "ß", "—", "日本語",
-              "🙂", "\u2581", "\u00a0", "\u200b", "\r", "\x00", "{\"a\": 1}", "\\n", "'", '"']
+              "🙂", "\u2581", "\u00a0", "\u200b", "\r", "\x00", "{\"a\": 1}", "\\n", "'", '"',
+              b"\xff", b"\xe6\x97", b"\xed\xa0\x80", b"\xc0\xaf", b"\x80"]
     out = []
     for _ in range(count):
         parts = []
         for _ in range(rng.randint(1, 40)):
             r = rng.random()
             if r < 0.7:
-                parts.append(rng.choice(pieces).replace("\u2581", " "))
+                part = rng.choice(pieces).replace("\u2581", " ")
             elif r < 0.8 and markers:
-                parts.append(rng.choice(markers))
+                part = rng.choice(markers)
             else:
-                parts.append(rng.choice(extras))
-        out.append("".join(parts))
+                part = rng.choice(extras)
+            parts.append(part if isinstance(part, bytes) else part.encode("utf-8"))
+        out.append(b"".join(parts))
     return out
 
 
@@ -121,15 +123,15 @@ def main():
     docs, doc_bytes, files = doc_lines(args.doc_bytes)
     synth = synthetic_lines(sp, args.synthetic, seed=1234)
     # Long texts: 64 consecutive lines joined by spaces (exercise long merge sequences).
-    joined = [" ".join(docs[i:i + 64]) for i in range(0, len(docs), 64)]
+    joined = [b" ".join(docs[i:i + 64]) for i in range(0, len(docs), 64)]
     lines = docs + synth + joined
     if len(lines) < 1000:
         print(f"FAIL: corpus too small ({len(lines)} lines)")
         return 1
 
-    payload = "\n".join(lines) + "\n"
+    payload = b"\n".join(lines) + b"\n"
     proc = subprocess.run([args.needle, "tokenize", "--batch", args.cact],
-                          input=payload.encode("utf-8"), stdout=subprocess.PIPE,
+                          input=payload, stdout=subprocess.PIPE,
                           stderr=subprocess.PIPE, check=False)
     if proc.returncode != 0:
         print("FAIL: needle tokenize --batch exited", proc.returncode, proc.stderr.decode())
@@ -150,7 +152,7 @@ def main():
             diffs += 1
             if diffs <= 5:
                 print(f"DIFF line {i}: {text[:200]!r}\n  spm:    {want[:60]}\n  needle: {got[:400]}")
-    total_bytes = len(payload.encode("utf-8"))
+    total_bytes = len(payload)
     print(f"corpus: {len(lines)} lines ({len(docs)} from {files} documentation files, "
           f"{len(synth)} synthetic, {len(joined)} joined), {total_bytes / 1e6:.2f} MB, "
           f"{tokens} tokens; differing lines: {diffs}")

@@ -69,6 +69,31 @@ ordered_json TensorJson(const TensorInfo& t) {
   return j;
 }
 
+// Pieces by type, special ids and the user-defined chat markers.
+ordered_json TokenizerJson(const CactFile& f) {
+  const format::TokenizerBlob& t = f.tokenizer();
+  ordered_json counts = ordered_json::object();
+  ordered_json markers = ordered_json::array();
+  for (uint8_t k = 0; k <= format::kMaxPieceType; ++k)
+    counts[std::string(format::PieceTypeName(static_cast<format::PieceType>(k)))] = 0;
+  for (size_t i = 0; i < t.pieces.size(); ++i) {
+    const auto& p = t.pieces[i];
+    counts[std::string(format::PieceTypeName(p.type))] =
+        counts[std::string(format::PieceTypeName(p.type))].get<int>() + 1;
+    if (p.type == format::PieceType::kUserDefined) markers.push_back({{"id", i}, {"piece", p.text}});
+  }
+  return {{"bytes", f.tokenizer_tensor().nbytes},
+          {"pieces", t.pieces.size()},
+          {"pieces_by_type", counts},
+          {"pad_id", t.pad_id},
+          {"eos_id", t.eos_id},
+          {"bos_id", t.bos_id},
+          {"unk_id", t.unk_id},
+          {"add_dummy_prefix", t.add_dummy_prefix},
+          {"byte_fallback", t.byte_fallback},
+          {"markers", markers}};
+}
+
 ordered_json BuildJson(const CactFile& f, const std::string& sha, const format::Accounting& a,
                        bool with_tensors) {
   ordered_json j;
@@ -87,7 +112,7 @@ ordered_json BuildJson(const CactFile& f, const std::string& sha, const format::
     heads.push_back({{"kind", format::HeadName(h.kind)}, {"probes", h.num_probes},
                      {"out", h.out_dim}});
   j["heads"] = heads;
-  j["tokenizer"] = {{"bytes", f.tokenizer_tensor().nbytes}};
+  j["tokenizer"] = TokenizerJson(f);
   ordered_json classes = ordered_json::array();
   for (const auto& c : a.classes)
     classes.push_back({{"class", c.name},
@@ -144,7 +169,24 @@ void PrintHuman(const CactFile& f, const std::string& sha, const format::Account
                hd.out_dim);
   }
   if (!f.heads().empty()) fmt::print("\n");
-  fmt::print("tokenizer   {} bytes (RAW)\n", Thousands(f.tokenizer_tensor().nbytes));
+  const ordered_json tok = TokenizerJson(f);
+  fmt::print("\ntokenizer   {} pieces ({} bytes RAW): ", tok["pieces"].get<size_t>(),
+             Thousands(f.tokenizer_tensor().nbytes));
+  bool first = true;
+  for (const auto& [type, n] : tok["pieces_by_type"].items()) {
+    if (n.get<int>() == 0) continue;
+    fmt::print("{}{} {}", first ? "" : ", ", n.get<int>(), type);
+    first = false;
+  }
+  fmt::print("\n  special ids: pad {}  eos {}  bos {}  unk {}   dummy prefix {}  byte fallback {}\n",
+             tok["pad_id"].get<int>(), tok["eos_id"].get<int>(), tok["bos_id"].get<int>(),
+             tok["unk_id"].get<int>(), tok["add_dummy_prefix"].get<bool>() ? "on" : "off",
+             tok["byte_fallback"].get<bool>() ? "on" : "off");
+  std::string markers;
+  for (const auto& m : tok["markers"])
+    markers += fmt::format("{}{} {}", markers.empty() ? "" : "  ", m["id"].get<int>(),
+                           m["piece"].get<std::string>());
+  fmt::print("  markers: {}\n", markers.empty() ? "none" : markers);
 
   fmt::print("\naccounting\n");
   using A = Table::Align;

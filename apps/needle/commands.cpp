@@ -17,6 +17,9 @@ void RegisterAll(CLI::App& app) {
   RegisterSynth(app);
   RegisterTokenize(app);
   RegisterDetokenize(app);
+  RegisterRun(app);
+  RegisterVerify(app);
+  RegisterBench(app);
 }
 
 }  // namespace needle::cli

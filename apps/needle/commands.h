@@ -18,5 +18,8 @@ void RegisterRequant(CLI::App& app);
 void RegisterSynth(CLI::App& app);
 void RegisterTokenize(CLI::App& app);
 void RegisterDetokenize(CLI::App& app);
+void RegisterVerify(CLI::App& app);
+void RegisterBench(CLI::App& app);
+void RegisterRun(CLI::App& app);
 
 }  // namespace needle::cli

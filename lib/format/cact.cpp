@@ -304,6 +304,11 @@ void CactFile::Parse() {
       heads_.push_back({kind, static_cast<uint32_t>(P), static_cast<uint32_t>(out), ip, ip + 1, ip + 2});
     }
   }
+
+  tokenizer_ = ParseTokenizerBlob(tokenizer_blob(), label);
+  if (tokenizer_.pieces.size() != h.vocab)
+    Fail<FormatError>("{}: tokenizer has {} pieces but header field vocab = {}", label,
+                      tokenizer_.pieces.size(), h.vocab);
 }
 
 }  // namespace needle::format

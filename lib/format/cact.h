@@ -18,6 +18,7 @@
 
 #include "format/layout.h"
 #include "format/mapped_file.h"
+#include "format/tokenizer_blob.h"
 
 namespace needle::format {
 
@@ -153,6 +154,8 @@ class CactFile {
   const std::vector<HeadInfo>& heads() const { return heads_; }
   const TensorInfo& tokenizer_tensor() const { return tensors_.back(); }
   std::span<const uint8_t> tokenizer_blob() const { return data(tokenizer_tensor()); }
+  // The tokenizer blob, parsed and validated on open (pieces == vocab).
+  const TokenizerBlob& tokenizer() const { return tokenizer_; }
 
  private:
   explicit CactFile(std::shared_ptr<MappedFile> file);
@@ -164,6 +167,7 @@ class CactFile {
   std::vector<float> codebooks_;
   std::vector<TensorInfo> tensors_;
   std::vector<HeadInfo> heads_;
+  TokenizerBlob tokenizer_;
 };
 
 }  // namespace needle::format

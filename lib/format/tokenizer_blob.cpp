@@ -1,11 +1,11 @@
 // Parsing, validation and serialization of the RAW tokenizer blob (layout in tokenizer_blob.h).
 #include "format/tokenizer_blob.h"
 
+#include <fmt/format.h>
+
 #include <cmath>
 #include <cstring>
 #include <unordered_map>
-
-#include <fmt/format.h>
 
 #include "base/error.h"
 #include "base/fp16.h"
@@ -25,11 +25,16 @@ int HexDigit(char c) {
 
 std::string_view PieceTypeName(PieceType t) {
   switch (t) {
-    case PieceType::kNormal: return "NORMAL";
-    case PieceType::kUnknown: return "UNKNOWN";
-    case PieceType::kControl: return "CONTROL";
-    case PieceType::kUserDefined: return "USER_DEFINED";
-    case PieceType::kByte: return "BYTE";
+    case PieceType::kNormal:
+      return "NORMAL";
+    case PieceType::kUnknown:
+      return "UNKNOWN";
+    case PieceType::kControl:
+      return "CONTROL";
+    case PieceType::kUserDefined:
+      return "USER_DEFINED";
+    case PieceType::kByte:
+      return "BYTE";
   }
   return "?";
 }
@@ -45,14 +50,17 @@ TokenizerBlob ParseTokenizerBlob(std::span<const uint8_t> blob, const std::strin
   // Each record takes at least 7 bytes: reject absurd counts before allocating.
   const uint64_t body = blob.size() - sizeof(h);
   if (uint64_t{h.n_pieces} * kPieceRecordFixedBytes > body) {
-    Fail<FormatError>("{}: tokenizer blob declares {} pieces but its {} record bytes hold at most {}",
-                      label, h.n_pieces, body, body / kPieceRecordFixedBytes);
+    Fail<FormatError>(
+        "{}: tokenizer blob declares {} pieces but its {} record bytes hold at most {}", label,
+        h.n_pieces, body, body / kPieceRecordFixedBytes);
   }
   if (h.add_dummy_prefix > 1 || h.byte_fallback > 1) {
-    Fail<FormatError>("{}: tokenizer blob flags add_dummy_prefix={} byte_fallback={} (must be 0 or 1)",
-                      label, h.add_dummy_prefix, h.byte_fallback);
+    Fail<FormatError>(
+        "{}: tokenizer blob flags add_dummy_prefix={} byte_fallback={} (must be 0 or 1)", label,
+        h.add_dummy_prefix, h.byte_fallback);
   }
-  if (h.pad != 0) Fail<FormatError>("{}: tokenizer blob header pad is {} (must be 0)", label, h.pad);
+  if (h.pad != 0)
+    Fail<FormatError>("{}: tokenizer blob header pad is {} (must be 0)", label, h.pad);
 
   TokenizerBlob out;
   out.pad_id = h.pad_id;
@@ -114,8 +122,10 @@ TokenizerBlob ParseTokenizerBlob(std::span<const uint8_t> blob, const std::strin
   }
   for (size_t k = pos; k < blob.size(); ++k) {
     if (blob[k] != 0) {
-      Fail<FormatError>("{}: tokenizer blob has non-zero byte 0x{:02X} at offset {} after the last "
-                        "piece (ends at {})", label, blob[k], k, pos);
+      Fail<FormatError>(
+          "{}: tokenizer blob has non-zero byte 0x{:02X} at offset {} after the last "
+          "piece (ends at {})",
+          label, blob[k], k, pos);
     }
   }
 
@@ -131,9 +141,9 @@ TokenizerBlob ParseTokenizerBlob(std::span<const uint8_t> blob, const std::strin
     }
   }
   if (out.pieces[h.unk_id].type != PieceType::kUnknown) {
-    Fail<FormatError>("{}: tokenizer header unk_id = {} names piece '{}' of type {} (must be UNKNOWN)",
-                      label, h.unk_id, out.pieces[h.unk_id].text,
-                      PieceTypeName(out.pieces[h.unk_id].type));
+    Fail<FormatError>(
+        "{}: tokenizer header unk_id = {} names piece '{}' of type {} (must be UNKNOWN)", label,
+        h.unk_id, out.pieces[h.unk_id].text, PieceTypeName(out.pieces[h.unk_id].type));
   }
   for (uint32_t i = 0; i < h.n_pieces; ++i) {
     if (out.pieces[i].type == PieceType::kUnknown && i != h.unk_id) {

@@ -20,9 +20,9 @@ namespace needle::format {
 enum class PieceType : uint8_t {
   kNormal = 0,
   kUnknown = 1,
-  kControl = 2,       // <s>, </s>, <pad>: no surface text
-  kUserDefined = 3,   // matched verbatim anywhere in the text, never split (chat markers)
-  kByte = 4,          // <0x00> .. <0xFF>: byte fallback
+  kControl = 2,      // <s>, </s>, <pad>: no surface text
+  kUserDefined = 3,  // matched verbatim anywhere in the text, never split (chat markers)
+  kByte = 4,         // <0x00> .. <0xFF>: byte fallback
 };
 inline constexpr uint8_t kMaxPieceType = 4;
 

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "base/fp16.h"
+#include "kernels/fwht.h"
 #include "kernels/ops.h"
 
 namespace needle::kernels {
@@ -16,7 +17,7 @@ void CqTransformActivations(const float* x, size_t n, size_t cols, size_t ldx, s
     float* dst = x_hat + t * in_pad;
     std::memcpy(dst, x + t * ldx, cols * sizeof(float));
     std::fill(dst + cols, dst + in_pad, 0.f);
-    for (size_t g = 0; g < in_pad; g += group) FwhtLocal(dst + g, group);
+    for (size_t g = 0; g < in_pad; g += group) Fwht(dst + g, group);
   }
 }
 
@@ -28,7 +29,7 @@ void CqDecodeRow(const CqMatrix& m, size_t r, float* out, float* scratch) {
     float* w = scratch + g * m.group;
     for (size_t i = 0; i < m.group; ++i)
       w[i] = m.levels[CqCodeAt(codes, g * m.group + i, m.code_bits)] * norm;
-    FwhtLocal(w, m.group);
+    Fwht(w, m.group);
   }
   std::memcpy(out, scratch, m.cols * sizeof(float));
 }

@@ -12,11 +12,11 @@ namespace needle::kernels {
 // the caller fills it from whatever container holds the bytes.
 struct CqMatrix {
   size_t rows = 0, cols = 0;
-  size_t group = 0;           // power of two
-  size_t in_pad = 0;          // ceil(cols / group) * group
-  size_t groups_per_row = 0;  // in_pad / group
-  size_t row_bytes = 0;       // in_pad * code_bits / 8
-  uint32_t code_bits = 0;     // 2, 3 or 4 (ternary matrices use 2-bit crumbs)
+  size_t group = 0;                // power of two
+  size_t in_pad = 0;               // ceil(cols / group) * group
+  size_t groups_per_row = 0;       // in_pad / group
+  size_t row_bytes = 0;            // in_pad * code_bits / 8
+  uint32_t code_bits = 0;          // 2, 3 or 4 (ternary matrices use 2-bit crumbs)
   const uint8_t* codes = nullptr;  // [rows, row_bytes], LSB-first bit stream per row
   const uint8_t* norms = nullptr;  // [rows, groups_per_row] f16 little-endian, maybe unaligned
   // Level of each raw code value (2^code_bits entries used). For ternary the crumb -> level map
@@ -44,9 +44,9 @@ void CqTransformActivations(const float* x, size_t n, size_t cols, size_t ldx, s
 void CqDecodeRow(const CqMatrix& m, size_t r, float* out, float* scratch);
 
 // y[t][r - row_begin] = dot(row r, x[t]) for rows [row_begin, row_end) and tokens t < n, from
-// transformed activations x_hat [n, in_pad]; y has row stride ldy. One pass over the rows' codes for all n
-// tokens. Summation order of the reference (what faster versions are measured against): for each
-// group a running sum over its elements in order, then acc += norm * sum, groups in order.
+// transformed activations x_hat [n, in_pad]; y has row stride ldy. One pass over the rows' codes
+// for all n tokens. Summation order of the reference (what faster versions are measured against):
+// for each group a running sum over its elements in order, then acc += norm * sum, groups in order.
 using CqGemmFn = void (*)(const CqMatrix& m, const float* x_hat, size_t n, size_t row_begin,
                           size_t row_end, float* y, size_t ldy);
 
@@ -55,8 +55,8 @@ void CqGemmReference(const CqMatrix& m, const float* x_hat, size_t n, size_t row
 #if defined(NEEDLE_X86)
 // Requires AVX2 + FMA + F16C (checked by the dispatcher); any group (falls back to the
 // reference for groups that are not a multiple of 8).
-void CqGemmAvx2(const CqMatrix& m, const float* x_hat, size_t n, size_t row_begin,
-                size_t row_end, float* y, size_t ldy);
+void CqGemmAvx2(const CqMatrix& m, const float* x_hat, size_t n, size_t row_begin, size_t row_end,
+                float* y, size_t ldy);
 #endif
 
 }  // namespace needle::kernels

@@ -19,77 +19,129 @@ inline float HorizontalSum(__m256 v) {
   return _mm_cvtss_f32(s);
 }
 
-// Levels of the 8 codes starting at `p` (8 codes of BITS bits = BITS bytes, byte aligned).
+// Levels of 8 consecutive codes (BITS bytes, byte aligned): variable shifts, then a register
+// table lookup (vpermps; 4-bit codes use two tables and a blend).
 template <uint32_t BITS>
-inline __m256 DecodeEight(const uint8_t* p, __m256 table_lo, __m256 table_hi, __m256i shifts) {
-  uint32_t word = 0;
-  std::memcpy(&word, p, BITS);
-  const __m256i idx = _mm256_and_si256(
-      _mm256_srlv_epi32(_mm256_set1_epi32(static_cast<int>(word)), shifts),
-      _mm256_set1_epi32((1 << BITS) - 1));
-  __m256 w = _mm256_permutevar8x32_ps(table_lo, idx);
-  if constexpr (BITS == 4) {
-    const __m256 hi = _mm256_permutevar8x32_ps(table_hi, idx);
-    w = _mm256_blendv_ps(w, hi, _mm256_castsi256_ps(_mm256_slli_epi32(idx, 28)));
-  } else {
-    (void)table_hi;
+struct PermuteDecoder {
+  static constexpr uint32_t kBits = BITS;
+  __m256 lo, hi;
+  __m256i shifts, mask;
+  explicit PermuteDecoder(const CqMatrix& m)
+      : lo(_mm256_loadu_ps(m.levels)),
+        hi(_mm256_loadu_ps(m.levels + 8)),
+        shifts(
+            _mm256_setr_epi32(0, BITS, 2 * BITS, 3 * BITS, 4 * BITS, 5 * BITS, 6 * BITS, 7 * BITS)),
+        mask(_mm256_set1_epi32((1 << BITS) - 1)) {}
+  __m256 Eight(const uint8_t* p) const {
+    uint32_t word = 0;
+    std::memcpy(&word, p, BITS);
+    const __m256i idx = _mm256_and_si256(
+        _mm256_srlv_epi32(_mm256_set1_epi32(static_cast<int>(word)), shifts), mask);
+    __m256 w = _mm256_permutevar8x32_ps(lo, idx);
+    if constexpr (BITS == 4) {
+      const __m256 w_hi = _mm256_permutevar8x32_ps(hi, idx);
+      w = _mm256_blendv_ps(w, w_hi, _mm256_castsi256_ps(_mm256_slli_epi32(idx, 28)));
+    }
+    return w;
   }
-  return w;
-}
+};
 
-template <uint32_t BITS, size_t NT>
-// One row r against up to NT tokens (nt valid); y points at token 0's output for this row.
-void RowTile(const CqMatrix& m, size_t r, const float* x_hat, size_t nt, float* y, size_t ldy) {
-  const __m256 table_lo = _mm256_loadu_ps(m.levels);
-  const __m256 table_hi = _mm256_loadu_ps(m.levels + 8);
-  const __m256i shifts = _mm256_setr_epi32(0, BITS, 2 * BITS, 3 * BITS, 4 * BITS, 5 * BITS,
-                                           6 * BITS, 7 * BITS);
+// 2-bit codes through a byte table: lut[4*b + k] = level of code k of byte b, so 8 codes are two
+// 16-byte loads. Same values as PermuteDecoder<2>, hence the same results.
+struct ByteTableDecoder {
+  static constexpr uint32_t kBits = 2;
+  const float* lut;  // [256, 4], 16-byte aligned
+  __m256 Eight(const uint8_t* p) const {
+    return _mm256_insertf128_ps(_mm256_castps128_ps256(_mm_load_ps(lut + 4 * p[0])),
+                                _mm_load_ps(lut + 4 * p[1]), 1);
+  }
+};
+
+// One row r against exactly NT tokens; y points at token 0's output for this row. A single token
+// keeps two partial sums per group (even and odd chunks) so consecutive FMAs are independent.
+template <class Dec, size_t NT>
+void RowTile(const Dec& dec, const CqMatrix& m, size_t r, const float* x_hat, float* y,
+             size_t ldy) {
+  constexpr uint32_t kBits = Dec::kBits;
   const uint8_t* codes = m.codes + r * m.row_bytes;
   const uint8_t* norms = m.norms + r * m.groups_per_row * 2;
+  constexpr size_t kSums = NT == 1 ? 2 : NT;
+  const bool split = NT == 1 && m.group % 16 == 0;
   __m256 acc[NT];
   for (size_t t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
   for (size_t g = 0; g < m.groups_per_row; ++g) {
     uint16_t nbits;
     std::memcpy(&nbits, norms + 2 * g, 2);
     const __m256 norm = _mm256_set1_ps(_cvtsh_ss(nbits));
-    __m256 sum[NT];
-    for (size_t t = 0; t < NT; ++t) sum[t] = _mm256_setzero_ps();
+    __m256 sum[kSums];
+    for (size_t t = 0; t < kSums; ++t) sum[t] = _mm256_setzero_ps();
     const size_t base = g * m.group;
-    for (size_t c = 0; c < m.group; c += 8) {
-      const __m256 w = DecodeEight<BITS>(codes + (base + c) / 8 * BITS, table_lo, table_hi, shifts);
-      for (size_t t = 0; t < NT; ++t)
-        if (t < nt) sum[t] = _mm256_fmadd_ps(w, _mm256_loadu_ps(x_hat + t * m.in_pad + base + c),
-                                             sum[t]);
+    if (split) {
+      for (size_t c = 0; c < m.group; c += 16) {
+        const uint8_t* p = codes + (base + c) / 8 * kBits;
+        const __m256 w0 = dec.Eight(p);
+        const __m256 w1 = dec.Eight(p + kBits);
+        sum[0] = _mm256_fmadd_ps(w0, _mm256_loadu_ps(x_hat + base + c), sum[0]);
+        sum[1] = _mm256_fmadd_ps(w1, _mm256_loadu_ps(x_hat + base + c + 8), sum[1]);
+      }
+      sum[0] = _mm256_add_ps(sum[0], sum[1]);
+    } else {
+      for (size_t c = 0; c < m.group; c += 8) {
+        const __m256 w = dec.Eight(codes + (base + c) / 8 * kBits);
+        for (size_t t = 0; t < NT; ++t)
+          sum[t] = _mm256_fmadd_ps(w, _mm256_loadu_ps(x_hat + t * m.in_pad + base + c), sum[t]);
+      }
     }
     for (size_t t = 0; t < NT; ++t) acc[t] = _mm256_fmadd_ps(norm, sum[t], acc[t]);
   }
-  for (size_t t = 0; t < nt; ++t) y[t * ldy] = HorizontalSum(acc[t]);
+  for (size_t t = 0; t < NT; ++t) y[t * ldy] = HorizontalSum(acc[t]);
 }
 
-template <uint32_t BITS>
-void Gemm(const CqMatrix& m, const float* x_hat, size_t n, size_t row_begin, size_t row_end,
-          float* y, size_t ldy) {
-  constexpr size_t kTile = 4;
+template <class Dec, size_t NT>
+void Remainder(const Dec& dec, const CqMatrix& m, size_t r, const float* x_hat, size_t left,
+               float* y, size_t ldy) {
+  if constexpr (NT > 0) {
+    if (left == NT) return RowTile<Dec, NT>(dec, m, r, x_hat, y, ldy);
+    return Remainder<Dec, NT - 1>(dec, m, r, x_hat, left, y, ldy);
+  }
+}
+
+template <class Dec>
+void Gemm(const Dec& dec, const CqMatrix& m, const float* x_hat, size_t n, size_t row_begin,
+          size_t row_end, float* y, size_t ldy) {
+  // 4-bit codes need a second table register, so their tile is smaller.
+  constexpr size_t kTile = Dec::kBits == 4 ? 6 : 8;
   for (size_t r = row_begin; r < row_end; ++r) {
+    float* yr = y + (r - row_begin);
     size_t t0 = 0;
     for (; t0 + kTile <= n; t0 += kTile)
-      RowTile<BITS, kTile>(m, r, x_hat + t0 * m.in_pad, kTile, y + t0 * ldy + (r - row_begin), ldy);
+      RowTile<Dec, kTile>(dec, m, r, x_hat + t0 * m.in_pad, yr + t0 * ldy, ldy);
     if (t0 < n)
-      RowTile<BITS, kTile>(m, r, x_hat + t0 * m.in_pad, n - t0, y + t0 * ldy + (r - row_begin),
-                           ldy);
+      Remainder<Dec, kTile - 1>(dec, m, r, x_hat + t0 * m.in_pad, n - t0, yr + t0 * ldy, ldy);
   }
 }
 
 }  // namespace
 
-void CqGemmAvx2(const CqMatrix& m, const float* x_hat, size_t n, size_t row_begin,
-                size_t row_end, float* y, size_t ldy) {
+void CqGemmAvx2(const CqMatrix& m, const float* x_hat, size_t n, size_t row_begin, size_t row_end,
+                float* y, size_t ldy) {
   if (m.group % 8 != 0) return CqGemmReference(m, x_hat, n, row_begin, row_end, y, ldy);
   switch (m.code_bits) {
-    case 2: return Gemm<2>(m, x_hat, n, row_begin, row_end, y, ldy);
-    case 3: return Gemm<3>(m, x_hat, n, row_begin, row_end, y, ldy);
-    case 4: return Gemm<4>(m, x_hat, n, row_begin, row_end, y, ldy);
-    default: return CqGemmReference(m, x_hat, n, row_begin, row_end, y, ldy);
+    case 2: {
+      // The byte table costs 256 stores: worth it once a call decodes more than a few rows.
+      if ((row_end - row_begin) * m.row_bytes < 1024)
+        return Gemm(PermuteDecoder<2>(m), m, x_hat, n, row_begin, row_end, y, ldy);
+      alignas(32) float lut[256 * 4];
+      for (int b = 0; b < 256; ++b)
+        for (int k = 0; k < 4; ++k) lut[4 * b + k] = m.levels[(b >> (2 * k)) & 3];
+      return Gemm(ByteTableDecoder{lut}, m, x_hat, n, row_begin, row_end, y, ldy);
+    }
+    case 3:
+      return Gemm(PermuteDecoder<3>(m), m, x_hat, n, row_begin, row_end, y, ldy);
+    case 4:
+      return Gemm(PermuteDecoder<4>(m), m, x_hat, n, row_begin, row_end, y, ldy);
+    default:
+      return CqGemmReference(m, x_hat, n, row_begin, row_end, y, ldy);
   }
 }
 

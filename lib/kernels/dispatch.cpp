@@ -1,10 +1,9 @@
-// Chooses the kernel table from the CPU's features (CPUID via the compiler's builtins, which also
-// check that the OS saves the AVX state).
+// Chooses the kernel table from the ISA level of kernels/cpu_features.h (CPUID + OS state
+// checks), so the FWHT and the CQ products always follow the same --isa limit.
 #include "kernels/dispatch.h"
 
-#include <atomic>
-
 #include "base/error.h"
+#include "kernels/cpu_features.h"
 
 namespace needle::kernels {
 
@@ -13,15 +12,17 @@ namespace {
 const KernelTable kScalar{"scalar", &CqGemmReference};
 #if defined(NEEDLE_X86)
 const KernelTable kAvx2{"avx2", &CqGemmAvx2};
-
-bool CpuHasAvx2() {
-  __builtin_cpu_init();
-  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-         __builtin_cpu_supports("f16c");
-}
 #endif
 
-std::atomic<const KernelTable*> g_active{nullptr};
+// The table for an ISA level this CPU supports (levels without their own table use the next
+// lower one: AVX-512 CPUs run the AVX2 products).
+const KernelTable& TableFor(Isa isa) {
+#if defined(NEEDLE_X86)
+  if (isa >= Isa::kAvx2) return kAvx2;
+#endif
+  (void)isa;
+  return kScalar;
+}
 
 }  // namespace
 
@@ -30,30 +31,25 @@ const KernelTable& ReferenceKernels() { return kScalar; }
 std::vector<std::string> AvailableIsas() {
   std::vector<std::string> isas{"scalar"};
 #if defined(NEEDLE_X86)
-  if (CpuHasAvx2()) isas.push_back("avx2");
+  if (BestIsa() >= Isa::kAvx2) isas.push_back("avx2");
 #endif
   return isas;
 }
 
 const KernelTable& KernelsFor(const std::string& isa) {
-  if (isa == "scalar") return kScalar;
-#if defined(NEEDLE_X86)
-  if (isa == "avx2") {
-    if (!CpuHasAvx2()) Fail<UsageError>("--isa avx2: this CPU lacks AVX2/FMA/F16C");
-    return kAvx2;
-  }
-#endif
-  Fail<UsageError>("--isa {}: unknown or not built for this architecture", isa);
+  const std::optional<Isa> level = ParseIsa(isa);
+  if (!level) Fail<UsageError>("--isa {}: unknown ISA (scalar, avx2, avx512, neon, auto)", isa);
+  if (*level > BestIsa())
+    Fail<UsageError>("--isa {}: not supported by this CPU or build (best: {})", isa,
+                     IsaName(BestIsa()));
+  return TableFor(*level);
 }
 
-const KernelTable& ActiveKernels() {
-  const KernelTable* t = g_active.load(std::memory_order_acquire);
-  if (t) return *t;
-  const KernelTable& best = KernelsFor(AvailableIsas().back());
-  g_active.store(&best, std::memory_order_release);
-  return best;
-}
+const KernelTable& ActiveKernels() { return TableFor(ActiveIsa()); }
 
-void SelectIsa(const std::string& isa) { g_active.store(&KernelsFor(isa)); }
+void SelectIsa(const std::string& isa) {
+  KernelsFor(isa);  // validates
+  SetIsaLimit(*ParseIsa(isa));
+}
 
 }  // namespace needle::kernels

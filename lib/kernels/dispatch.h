@@ -20,9 +20,9 @@ const KernelTable& ReferenceKernels();
 std::vector<std::string> AvailableIsas();
 // The table for `isa` ("scalar", "avx2"); throws UsageError if unknown or unsupported here.
 const KernelTable& KernelsFor(const std::string& isa);
-// The active table: the fastest available, unless SelectIsa() was called first. Resolved once.
+// The active table: follows kernels::ActiveIsa() (the best ISA unless limited by SelectIsa).
 const KernelTable& ActiveKernels();
-// Forces the active table (call before any model is built, e.g. from a --isa option).
+// Limits the active ISA (e.g. from an --isa option; also limits the FWHT). Call before decoding.
 void SelectIsa(const std::string& isa);
 
 }  // namespace needle::kernels

@@ -7,9 +7,14 @@
 namespace needle::kernels {
 
 float Dot(const float* a, const float* b, size_t n) {
-  float s = 0.f;
-  for (size_t i = 0; i < n; ++i) s += a[i] * b[i];
-  return s;
+  // Eight interleaved partial sums (element i goes to sum i % 8), then combined pairwise: a fixed
+  // order the compiler can vectorize on any ISA without changing the result.
+  float p[8] = {};
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    for (size_t j = 0; j < 8; ++j) p[j] += a[i + j] * b[i + j];
+  for (size_t j = 0; i < n; ++i, ++j) p[j] += a[i] * b[i];
+  return ((p[0] + p[4]) + (p[1] + p[5])) + ((p[2] + p[6]) + (p[3] + p[7]));
 }
 
 float InvRms(const float* x, size_t n, float eps) {
@@ -67,20 +72,6 @@ void RopeHalfSplit(float* h, size_t head_dim, const float* freqs, float pos) {
 
 void Axpy(float a, const float* x, float* y, size_t n) {
   for (size_t i = 0; i < n; ++i) y[i] += a * x[i];
-}
-
-void FwhtLocal(float* x, size_t n) {
-  for (size_t len = 1; len < n; len <<= 1) {
-    for (size_t i = 0; i < n; i += 2 * len) {
-      for (size_t j = i; j < i + len; ++j) {
-        const float a = x[j], b = x[j + len];
-        x[j] = a + b;
-        x[j + len] = a - b;
-      }
-    }
-  }
-  const float s = 1.f / std::sqrt(static_cast<float>(n));
-  for (size_t i = 0; i < n; ++i) x[i] *= s;
 }
 
 }  // namespace needle::kernels

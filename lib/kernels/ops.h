@@ -10,6 +10,7 @@ namespace needle::kernels {
 inline float Sigmoid(float z) { return 1.f / (1.f + std::exp(-z)); }
 inline float Silu(float z) { return z * Sigmoid(z); }
 
+// Fixed summation order (8 interleaved partial sums), identical on every ISA.
 float Dot(const float* a, const float* b, size_t n);
 // 1 / sqrt(mean(x^2) + eps).
 float InvRms(const float* x, size_t n, float eps);
@@ -29,8 +30,5 @@ void RopeHalfSplit(float* h, size_t head_dim, const float* freqs, float pos);
 
 // y += a * x
 void Axpy(float a, const float* x, float* y, size_t n);
-
-// Temporary normalized FWHT (x <- x @ H / sqrt(n)) until the quant branch provides fwht.cpp.
-void FwhtLocal(float* x, size_t n);
 
 }  // namespace needle::kernels

@@ -6,8 +6,10 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 
 #include "base/error.h"
+#include "kernels/fwht.h"
 #include "kernels/ops.h"
 
 namespace needle::model {
@@ -20,7 +22,7 @@ constexpr int kSinkhornRounds = 20;
 // kernel's fixed order, so results do not depend on the thread count.
 constexpr size_t kRowsPerChunk = 16;
 // Below this many multiply-adds a projection runs on the calling thread.
-constexpr size_t kParallelMinWork = 1 << 16;
+constexpr size_t kParallelMinWork = 1 << 18;
 
 constexpr uint32_t kHashSeed = 0x9E3779B9u;
 constexpr uint32_t kHashPrime = 0x01000193u;
@@ -35,6 +37,15 @@ size_t MaxInPad(const Weights& w) {
   return m;
 }
 
+// out[i] = mean over lanes of X[l][i]; X is [lanes, d].
+void LaneMean(const float* X, size_t lanes, size_t d, float* out) {
+  for (size_t i = 0; i < d; ++i) {
+    float s = 0.f;
+    for (size_t l = 0; l < lanes; ++l) s += X[l * d + i];
+    out[i] = s / static_cast<float>(lanes);
+  }
+}
+
 }  // namespace
 
 Decoder::Decoder(const Model& model, const DecoderConfig& config)
@@ -45,12 +56,15 @@ Decoder::Decoder(const Model& model, const DecoderConfig& config)
   if (config_.threads < 1) config_.threads = 1;
   if (config_.kv_window == 0) {
     capacity_ = config_.max_positions ? config_.max_positions : g.max_seq_len;
-    config_.sink_len = 0;
+    config_.sink_len = config_.max_sink_len = 0;
   } else {
-    capacity_ = size_t{config_.sink_len} + config_.kv_window;
+    config_.max_sink_len = std::max(config_.max_sink_len, config_.sink_len);
+    capacity_ = size_t{config_.max_sink_len} + config_.kv_window;
   }
-  conv_ring_ = size_t{g.engram_conv_taps > 0 ? g.engram_conv_taps - 1 : 0} *
-                   g.engram_conv_dilation + 1;
+  sink_len_ = config_.sink_len;
+  max_sink_len_ = config_.max_sink_len;
+  conv_ring_ =
+      size_t{g.engram_conv_taps > 0 ? g.engram_conv_taps - 1 : 0} * g.engram_conv_dilation + 1;
   token_ring_ = 1;
   for (uint32_t o : g.engram_orders) token_ring_ = std::max<size_t>(token_ring_, o);
   embed_scale_ = static_cast<float>(std::sqrt(static_cast<double>(g.d_model)));
@@ -81,17 +95,106 @@ Decoder::Decoder(const Model& model, const DecoderConfig& config)
   eng_v_.resize(sites * B * d);
   eng_vraw_.resize(B * d);
   row_scratch_.resize(max_in_pad);
+  cell_.resize(B * d);
+  if (config_.pool_heads) {
+    const float inv_sqrt_d = 1.f / std::sqrt(static_cast<float>(d));
+    for (const HeadWeights& h : w_->heads) {
+      for (float v : h.probes) probes_.push_back(v * inv_sqrt_d);
+      num_probes_ += h.num_probes;
+    }
+    pool_acc_.resize(num_probes_ * d);
+    pool_stats_.resize(num_probes_ * 2);
+  }
+  Reset();
+}
+
+void Decoder::PoolCells(const float* cells, size_t n, size_t ld) {
+  const size_t d = geometry_.d_model;
+  if (config_.cell_log)
+    for (size_t t = 0; t < n; ++t)
+      config_.cell_log->insert(config_.cell_log->end(), cells + t * ld, cells + t * ld + d);
+  for (size_t k = 0; k < num_probes_; ++k) {
+    float& max = pool_stats_[2 * k];
+    float& sum = pool_stats_[2 * k + 1];
+    float* acc = &pool_acc_[k * d];
+    const float* probe = &probes_[k * d];
+    for (size_t t = 0; t < n; ++t) {
+      const float* cell = cells + t * ld;
+      const float score = kernels::Dot(cell, probe, d);
+      if (score > max) {
+        const float scale = std::exp(max - score);  // 0 for the first cell (max = -inf)
+        sum = sum * scale + 1.f;
+        for (size_t i = 0; i < d; ++i) acc[i] = acc[i] * scale + cell[i];
+        max = score;
+      } else {
+        const float wgt = std::exp(score - max);
+        sum += wgt;
+        kernels::Axpy(wgt, cell, acc, d);
+      }
+    }
+  }
+}
+
+void Decoder::HeadOutput(size_t head, std::span<float> out) const {
+  if (!config_.pool_heads) Fail<InvalidInput>("probe heads: the decoder was built without pooling");
+  if (head >= w_->heads.size())
+    Fail<InvalidInput>("probe head {} does not exist (the model has {})", head, w_->heads.size());
+  if (position_ == 0) Fail<InvalidInput>("probe heads: no tokens have been fed");
+  const HeadWeights& h = w_->heads[head];
+  if (out.size() != h.out_dim)
+    Fail<InvalidInput>("probe head {}: output has {} values, expected {}", head, out.size(),
+                       h.out_dim);
+  const size_t d = geometry_.d_model;
+  size_t first = 0;
+  for (size_t i = 0; i < head; ++i) first += w_->heads[i].num_probes;
+  // out = flatten(pooled) @ proj^T + bias, pooled[k] = acc[k] / sum[k].
+  const size_t pd = size_t{h.num_probes} * d;
+  for (size_t o = 0; o < h.out_dim; ++o) {
+    float v = 0.f;
+    for (size_t k = 0; k < h.num_probes; ++k) {
+      const float inv = 1.f / pool_stats_[2 * (first + k) + 1];
+      const float* acc = &pool_acc_[(first + k) * d];
+      const float* row = &h.proj[o * pd + k * d];
+      float dot = 0.f;
+      for (size_t i = 0; i < d; ++i) dot += row[i] * (acc[i] * inv);
+      v += dot;
+    }
+    out[o] = v + h.bias[o];
+  }
+  if (h.kind == format::HeadKind::kContrastive) {
+    double ss = 0;
+    for (float v : out) ss += double{v} * v;
+    const float inv = ss > 0 ? static_cast<float>(1.0 / std::sqrt(ss)) : 0.f;
+    for (float& v : out) v *= inv;
+  }
 }
 
 void Decoder::Reset() {
   position_ = 0;
+  for (size_t k = 0; k < num_probes_; ++k) {
+    pool_stats_[2 * k] = -std::numeric_limits<float>::infinity();
+    pool_stats_[2 * k + 1] = 0.f;
+  }
+  std::fill(pool_acc_.begin(), pool_acc_.end(), 0.f);
   std::fill(conv_.begin(), conv_.end(), 0.f);
   std::fill(tokens_.begin(), tokens_.end(), 0);
 }
 
 size_t Decoder::Slot(uint32_t pos) const {
-  if (config_.kv_window == 0 || pos < config_.sink_len) return pos;
-  return config_.sink_len + (pos - config_.sink_len) % config_.kv_window;
+  if (config_.kv_window == 0 || pos < sink_len_) return pos;
+  return sink_len_ + (pos - sink_len_) % config_.kv_window;
+}
+
+void Decoder::SetSinkLen(uint32_t n) {
+  if (config_.kv_window == 0) return;  // no window: every position is visible anyway
+  if (n > max_sink_len_)
+    Fail<InvalidInput>("sink length {} exceeds the decoder's maximum {}", n, max_sink_len_);
+  if (position_ > std::min(sink_len_, n))
+    Fail<InvalidInput>(
+        "sink length can only change while every fed position is a sink "
+        "(position {}, sinks {} -> {})",
+        position_, sink_len_, n);
+  sink_len_ = n;
 }
 
 size_t Decoder::SlotsUsed() const { return std::min<size_t>(position_, capacity_); }
@@ -99,6 +202,7 @@ size_t Decoder::SlotsUsed() const { return std::min<size_t>(position_, capacity_
 void Decoder::Save(Snapshot* s) const {
   const size_t kvd = geometry_.kv_dim(), used = SlotsUsed();
   s->position = position_;
+  s->sink_len = sink_len_;
   s->k.resize(geometry_.num_layers * used * kvd);
   s->v.resize(geometry_.num_layers * used * kvd);
   for (size_t l = 0; l < geometry_.num_layers; ++l) {
@@ -107,20 +211,28 @@ void Decoder::Save(Snapshot* s) const {
   }
   s->engram_ring = conv_;
   s->token_ring = tokens_;
+  s->pool_stats = pool_stats_;
+  s->pool_acc = pool_acc_;
 }
 
 void Decoder::Restore(const Snapshot& s) {
   const size_t kvd = geometry_.kv_dim(), used = std::min<size_t>(s.position, capacity_);
   if (s.k.size() != geometry_.num_layers * used * kvd || s.engram_ring.size() != conv_.size() ||
-      s.token_ring.size() != tokens_.size())
+      s.token_ring.size() != tokens_.size() || s.pool_acc.size() != pool_acc_.size())
     Fail<InvalidInput>("snapshot does not belong to a decoder of this model and configuration");
+  if (s.sink_len > max_sink_len_ && config_.kv_window != 0)
+    Fail<InvalidInput>("snapshot sink length {} exceeds the decoder's maximum {}", s.sink_len,
+                       max_sink_len_);
   position_ = s.position;
+  sink_len_ = s.sink_len;
   for (size_t l = 0; l < geometry_.num_layers; ++l) {
     std::memcpy(&k_cache_[l * capacity_ * kvd], &s.k[l * used * kvd], used * kvd * 4);
     std::memcpy(&v_cache_[l * capacity_ * kvd], &s.v[l * used * kvd], used * kvd * 4);
   }
   conv_ = s.engram_ring;
   tokens_ = s.token_ring;
+  pool_stats_ = s.pool_stats;
+  pool_acc_ = s.pool_acc;
 }
 
 void Decoder::Prefill(std::span<const int32_t> ids, std::span<float> last_logits,
@@ -225,50 +337,53 @@ void Decoder::Engram(size_t site, const int32_t* ids, size_t n) {
 
 void Decoder::Attention(size_t layer, size_t n) {
   const format::Geometry& g = geometry_;
-  const size_t hd = g.head_dim, H = g.num_heads, KV = g.num_kv_heads, kvd = g.kv_dim();
-  const size_t ad = g.attn_dim(), group = H / KV;
+  const size_t hd = g.head_dim, KV = g.num_kv_heads, kvd = g.kv_dim();
+  const size_t ad = g.attn_dim(), group = g.num_heads / KV;
   float* kc = &k_cache_[layer * capacity_ * kvd];
   float* vc = &v_cache_[layer * capacity_ * kvd];
   const float inv_sqrt_hd = 1.f / std::sqrt(static_cast<float>(hd));
-  const uint32_t W = config_.kv_window, sinks = config_.sink_len;
+  const uint32_t W = config_.kv_window, sinks = sink_len_;
+  // One kv head (and its query heads) per work item: it owns its slice of every cache slot.
   // Tokens in order: each writes its K/V, then attends (a ring slot is only reused once the
   // position it held is out of every later token's window).
-  for (size_t t = 0; t < n; ++t) {
-    const uint32_t p = position_ + static_cast<uint32_t>(t);
-    const size_t slot = Slot(p);
-    std::memcpy(kc + slot * kvd, &k_[t * kvd], kvd * 4);
-    std::memcpy(vc + slot * kvd, &v_[t * kvd], kvd * 4);
-    // Visible positions: [0, sink_end) and [win_begin, p].
-    uint32_t sink_end = 0, win_begin = 0;
-    if (W != 0) {
-      sink_end = std::min(sinks, p + 1);
-      win_begin = std::max(sink_end, p + 1 >= W ? p + 1 - W : 0u);
+  auto kv_head = [&](size_t kvh) {
+    for (size_t t = 0; t < n; ++t) {
+      const uint32_t p = position_ + static_cast<uint32_t>(t);
+      const size_t slot = Slot(p);
+      std::memcpy(kc + slot * kvd + kvh * hd, &k_[t * kvd + kvh * hd], hd * 4);
+      std::memcpy(vc + slot * kvd + kvh * hd, &v_[t * kvd + kvh * hd], hd * 4);
+      // Visible positions: [0, sink_end) and [win_begin, p].
+      uint32_t sink_end = 0, win_begin = 0;
+      if (W != 0) {
+        sink_end = std::min(sinks, p + 1);
+        win_begin = std::max(sink_end, p + 1 >= W ? p + 1 - W : 0u);
+      }
+      const size_t count = sink_end + (p + 1 - win_begin);
+      for (size_t h = kvh * group; h < (kvh + 1) * group; ++h) {
+        const float* q = &q_[t * ad + h * hd];
+        float* sc = &scores_[h * capacity_];
+        size_t i = 0;
+        for (uint32_t pp = 0; pp < sink_end; ++pp, ++i)
+          sc[i] = kernels::Dot(q, kc + Slot(pp) * kvd + kvh * hd, hd) * inv_sqrt_hd;
+        for (uint32_t pp = win_begin; pp <= p; ++pp, ++i)
+          sc[i] = kernels::Dot(q, kc + Slot(pp) * kvd + kvh * hd, hd) * inv_sqrt_hd;
+        kernels::Softmax(sc, count);
+        float* o = &o_[t * ad + h * hd];
+        std::fill(o, o + hd, 0.f);
+        i = 0;
+        for (uint32_t pp = 0; pp < sink_end; ++pp, ++i)
+          kernels::Axpy(sc[i], vc + Slot(pp) * kvd + kvh * hd, o, hd);
+        for (uint32_t pp = win_begin; pp <= p; ++pp, ++i)
+          kernels::Axpy(sc[i], vc + Slot(pp) * kvd + kvh * hd, o, hd);
+      }
     }
-    const size_t count = sink_end + (p + 1 - win_begin);
-    auto head = [&](size_t h) {
-      const float* q = &q_[t * ad + h * hd];
-      const size_t kvh = h / group;
-      float* sc = &scores_[h * capacity_];
-      size_t i = 0;
-      for (uint32_t pp = 0; pp < sink_end; ++pp, ++i)
-        sc[i] = kernels::Dot(q, kc + Slot(pp) * kvd + kvh * hd, hd) * inv_sqrt_hd;
-      for (uint32_t pp = win_begin; pp <= p; ++pp, ++i)
-        sc[i] = kernels::Dot(q, kc + Slot(pp) * kvd + kvh * hd, hd) * inv_sqrt_hd;
-      kernels::Softmax(sc, count);
-      float* o = &o_[t * ad + h * hd];
-      std::fill(o, o + hd, 0.f);
-      i = 0;
-      for (uint32_t pp = 0; pp < sink_end; ++pp, ++i)
-        kernels::Axpy(sc[i], vc + Slot(pp) * kvd + kvh * hd, o, hd);
-      for (uint32_t pp = win_begin; pp <= p; ++pp, ++i)
-        kernels::Axpy(sc[i], vc + Slot(pp) * kvd + kvh * hd, o, hd);
-    };
-    if (config_.threads > 1 && count * H * hd >= kParallelMinWork / 4) {
+  };
+  const size_t work = n * (std::min<size_t>(position_ + n, capacity_)) * g.num_heads * hd;
+  if (config_.threads > 1 && KV > 1 && work >= kParallelMinWork) {
 #pragma omp parallel for num_threads(config_.threads) schedule(static)
-      for (long h = 0; h < static_cast<long>(H); ++h) head(static_cast<size_t>(h));
-    } else {
-      for (size_t h = 0; h < H; ++h) head(h);
-    }
+    for (long h = 0; h < static_cast<long>(KV); ++h) kv_head(static_cast<size_t>(h));
+  } else {
+    for (size_t h = 0; h < KV; ++h) kv_head(h);
   }
 }
 
@@ -286,6 +401,7 @@ void Decoder::RunBlock(const int32_t* ids, size_t n, float* logits, size_t logit
     for (size_t i = 0; i < d; ++i) x0[i] *= embed_scale_;
     for (size_t l = 1; l < nl; ++l) std::memcpy(x0 + l * d, x0, d * 4);
   }
+  if (num_probes_ > 0) PoolCells(lanes_.data(), n, nd);  // cell 0: the scaled embedding
   for (size_t s = 0; s < w.engram.size(); ++s) Engram(s, ids, n);
 
   for (size_t li = 0; li < g.num_layers; ++li) {
@@ -303,8 +419,8 @@ void Decoder::RunBlock(const int32_t* ids, size_t n, float* logits, size_t logit
       float* u = &u_[t * d];
       std::fill(u, u + d, 0.f);
       for (size_t j = 0; j < nl; ++j) {
-        const float hpre = kernels::Sigmoid(w.a_pre[li] * c[j] + w.b_pre[li * nl + j] +
-                                            (j == lstar ? 4.f : -4.f));
+        const float hpre =
+            kernels::Sigmoid(w.a_pre[li] * c[j] + w.b_pre[li * nl + j] + (j == lstar ? 4.f : -4.f));
         kernels::Axpy(hpre, X + j * d, u, d);
       }
       float* bx = &bx_[t * d];
@@ -312,8 +428,8 @@ void Decoder::RunBlock(const int32_t* ids, size_t n, float* logits, size_t logit
       if (site >= 0) {
         const float* kk = &eng_kk_[(site * config_.max_batch + t) * d];
         const float* v = &eng_v_[(site * config_.max_batch + t) * d];
-        const float dot = kernels::Dot(u, kk, d) * kernels::InvRms(u, d, kEps) *
-                          kernels::InvRms(kk, d, kEps);
+        const float dot =
+            kernels::Dot(u, kk, d) * kernels::InvRms(u, d, kEps) * kernels::InvRms(kk, d, kEps);
         const float alpha = kernels::Sigmoid(dot / std::sqrt(static_cast<float>(d)));
         kernels::Axpy(alpha, v, bx, d);
       }
@@ -353,9 +469,9 @@ void Decoder::RunBlock(const int32_t* ids, size_t n, float* logits, size_t logit
       kernels::ZcNorm(x, lw.pre_hada.data(), d, kEps, z);
       std::fill(z + d, z + hn, 0.f);
       for (size_t i = 0; i < hn; ++i) z[i] *= lw.d1[i];
-      kernels::FwhtLocal(z, hn);
+      kernels::Fwht(z, hn);
       for (size_t i = 0; i < hn; ++i) z[i] = kernels::Silu(lw.d2[i] * z[i]);
-      kernels::FwhtLocal(z, hn);
+      kernels::Fwht(z, hn);
       for (size_t i = 0; i < d; ++i) x[i] += lw.d3[i] * z[i];
       // y = Block(bx) - u.
       float* y = &y_[t * d];
@@ -381,9 +497,9 @@ void Decoder::RunBlock(const int32_t* ids, size_t n, float* logits, size_t logit
       const float* X = &lanes_[t * nd];
       float* Xn = &lanes_next_[t * nd];
       for (size_t r = 0; r < nl; ++r) {
-        const float hpost = 2.f * kernels::Sigmoid(w.a_post[li] * c[nl + r] +
-                                                   w.b_post[li * nl + r] +
-                                                   (r == lstar ? 0.f : -4.f));
+        const float hpost =
+            2.f * kernels::Sigmoid(w.a_post[li] * c[nl + r] + w.b_post[li * nl + r] +
+                                   (r == lstar ? 0.f : -4.f));
         float* dst = Xn + r * d;
         std::fill(dst, dst + d, 0.f);
         for (size_t b = 0; b < nl; ++b) kernels::Axpy(P[r * nl + b], X + b * d, dst, d);
@@ -391,19 +507,18 @@ void Decoder::RunBlock(const int32_t* ids, size_t n, float* logits, size_t logit
       }
     }
     std::swap(lanes_, lanes_next_);
+    if (num_probes_ > 0) {  // cell i+1: the lane mean after layer i
+      for (size_t t = 0; t < n; ++t) LaneMean(&lanes_[t * nd], nl, d, &cell_[t * d]);
+      PoolCells(cell_.data(), n, d);
+    }
   }
 
   // Output: lane mean, final ZCN, tied embedding.
   if (logits && logits_from < n) {
     const size_t m = n - logits_from;
     for (size_t t = 0; t < m; ++t) {
-      const float* X = &lanes_[(logits_from + t) * nd];
       float* xf = &x_[t * d];
-      for (size_t i = 0; i < d; ++i) {
-        float s = 0.f;
-        for (size_t l = 0; l < nl; ++l) s += X[l * d + i];
-        xf[i] = s / static_cast<float>(nl);
-      }
+      LaneMean(&lanes_[(logits_from + t) * nd], nl, d, xf);
       kernels::ZcNorm(xf, w.final_norm.data(), d, kEps, xf);
     }
     Project(w.embedding, x_.data(), m, d, 0, g.vocab, logits, g.vocab);

@@ -26,23 +26,38 @@ class Model {
   Weights weights_;
 };
 
+// How activations and the KV cache are represented. Only kF32 exists now (tracks the upstream
+// f32 reference). A faster path (e.g. int8 activations and KV, as the official engine) slots in
+// as another value: Decoder::Project() is the single place activations meet the weights, and the
+// kernel table gets the matching products.
+enum class NumericPath { kF32 };
+
 struct DecoderConfig {
+  NumericPath path = NumericPath::kF32;
   // Sliding window W in positions: position p sees p' when p - p' < W or p' < sink_len.
   // 0 = every earlier position is visible (then max_positions bounds the conversation).
   uint32_t kv_window = 0;
   uint32_t sink_len = 0;       // pinned prefix length (only meaningful with a window)
+  uint32_t max_sink_len = 0;   // largest sink_len SetSinkLen() may set (0 = sink_len)
   uint32_t max_positions = 0;  // capacity when kv_window == 0 (0 = the header's max_seq_len)
   uint32_t max_batch = 32;     // tokens per prefill pass (scratch is sized for this)
   int threads = 1;             // OpenMP threads across output rows; results do not depend on it
   const kernels::KernelTable* kernels = nullptr;  // nullptr = kernels::ActiveKernels()
+  // Pool every cell (MODEL.md "Probe heads") into the file's probe heads as tokens are fed, so
+  // HeadOutput() can be read at any time. Off: the heads cost nothing.
+  bool pool_heads = false;
+  // Testing / debugging only: when set, every cell is appended here ([cells, d], allocates).
+  std::vector<float>* cell_log = nullptr;
 };
 
 // State after a prefix: enough to resume decoding exactly where it was.
 struct Snapshot {
   uint32_t position = 0;
-  std::vector<float> k, v;          // [layers, slots_used, kv_dim]
-  std::vector<float> engram_ring;   // [sites, ring, d]
-  std::vector<int32_t> token_ring;  // last max-order tokens
+  uint32_t sink_len = 0;
+  std::vector<float> k, v;                  // [layers, slots_used, kv_dim]
+  std::vector<float> engram_ring;           // [sites, ring, d]
+  std::vector<int32_t> token_ring;          // last max-order tokens
+  std::vector<float> pool_stats, pool_acc;  // probe-head pooling state (if pooling)
 };
 
 // One conversation's decoding state plus all scratch memory. Not thread-safe; one per thread.
@@ -57,6 +72,11 @@ class Decoder {
   uint32_t vocab() const { return geometry_.vocab; }
   // Forgets everything (position 0).
   void Reset();
+  uint32_t sink_len() const { return sink_len_; }
+  // Changes the pinned prefix length, e.g. after Reset() when the prefix changes. Allowed while
+  // every position fed so far is a sink under both the old and the new value (position() <=
+  // min(old, new)); n must not exceed max_sink_len. Throws InvalidInput otherwise.
+  void SetSinkLen(uint32_t n);
 
   // Feeds `ids` at positions position(), position()+1, ... If `last_logits` is non-empty (vocab
   // values) it receives the logits after the last id; if `all_logits` is non-empty
@@ -66,6 +86,11 @@ class Decoder {
                std::span<float> all_logits = {});
   // One token: Prefill of a single id.
   void Step(int32_t id, std::span<float> logits) { Prefill({&id, 1}, logits); }
+
+  // The output of probe head `head` (index into Weights::heads) pooled over every cell fed so far
+  // (requires config.pool_heads): contrastive -> L2-normalized embedding (out_dim values),
+  // confidence -> one raw logit. Throws InvalidInput without pooling or without cells.
+  void HeadOutput(size_t head, std::span<float> out) const;
 
   void Save(Snapshot* snapshot) const;
   void Restore(const Snapshot& snapshot);
@@ -79,6 +104,8 @@ class Decoder {
   void Project(const kernels::CqMatrix& m, const float* x, size_t n, size_t ldx, size_t row_begin,
                size_t row_end, float* y, size_t ldy);
   size_t Slot(uint32_t pos) const;
+  // Adds the cells of n tokens (each d values, row stride ld) to every probe's online softmax.
+  void PoolCells(const float* cells, size_t n, size_t ld);
   size_t SlotsUsed() const;
 
   const Model* model_;
@@ -87,22 +114,31 @@ class Decoder {
   DecoderConfig config_;
   const kernels::KernelTable* kernels_;
   uint32_t position_ = 0;
-  size_t capacity_ = 0;     // KV slots per layer
-  size_t conv_ring_ = 0;    // engram vraw ring length in positions
-  size_t token_ring_ = 0;   // token history length
+  uint32_t sink_len_ = 0;  // current pinned prefix (<= max sinks the capacity was sized for)
+  uint32_t max_sink_len_ = 0;
+  size_t capacity_ = 0;    // KV slots per layer
+  size_t conv_ring_ = 0;   // engram vraw ring length in positions
+  size_t token_ring_ = 0;  // token history length
   float embed_scale_ = 0.f;
 
   // State.
   std::vector<float> k_cache_, v_cache_;  // [layers, capacity, kv_dim]
   std::vector<float> conv_;               // [sites, conv_ring, d] engram vraw history
   std::vector<int32_t> tokens_;           // [token_ring] ids by position modulo token_ring
+  // Probe pooling, one online softmax per (head, probe): stats = {running max, sum of weights},
+  // acc = sum of weight * cell, all relative to the running max.
+  size_t num_probes_ = 0;          // over all heads
+  std::vector<float> pool_stats_;  // [num_probes, 2]
+  std::vector<float> pool_acc_;    // [num_probes, d]
+  std::vector<float> probes_;      // [num_probes, d] all heads' probes, scaled by 1/sqrt(d)
+  std::vector<float> cell_;        // [B, d] lane means
 
   // Scratch, sized for max_batch tokens (B).
-  std::vector<float> rope_freqs_;  // [head_dim / 2]
-  std::vector<float> x_hat_;       // [B, max in_pad] transformed activations
+  std::vector<float> rope_freqs_;               // [head_dim / 2]
+  std::vector<float> x_hat_;                    // [B, max in_pad] transformed activations
   std::vector<float> lanes_, lanes_next_, nx_;  // [B, lanes * d]
-  std::vector<float> coef_;        // [B, lanes + lanes + lanes*lanes] mHC projections
-  std::vector<float> u_, bx_, h_, x_, a_, y_;  // [B, d]
+  std::vector<float> coef_;                     // [B, lanes + lanes + lanes*lanes] mHC projections
+  std::vector<float> u_, bx_, h_, x_, a_, y_;   // [B, d]
   std::vector<float> q_, gate_, o_;             // [B, attn_dim]
   std::vector<float> k_, v_;                    // [B, kv_dim]
   std::vector<float> z_;                        // [B, hada_n]

@@ -19,8 +19,8 @@ struct TopEntry {
 struct ReferenceCase {
   std::vector<int32_t> ids;
   uint32_t kv_window = 0, sink_len = 0;
-  std::vector<float> last_logits;            // [vocab]
-  std::vector<std::vector<TopEntry>> top5;   // per position, 5 entries
+  std::vector<float> last_logits;           // [vocab]
+  std::vector<std::vector<TopEntry>> top5;  // per position, 5 entries
 };
 
 // An official-engine first step after prefix + turn.
@@ -50,8 +50,8 @@ struct ReferenceResult {
   float max_abs_diff = 0.f;
   double cosine = 0.0;
   size_t positions = 0;
-  size_t top5_mismatches = 0;     // positions whose top-5 differ beyond near-ties
-  int64_t first_mismatch = -1;    // position, or -1
+  size_t top5_mismatches = 0;   // positions whose top-5 differ beyond near-ties
+  int64_t first_mismatch = -1;  // position, or -1
   bool pass = false;
 };
 

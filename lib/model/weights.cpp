@@ -98,8 +98,8 @@ Weights LoadWeights(const format::CactFile& f) {
     const std::string p = fmt::format("engram{}.", s);
     EngramWeights ew;
     ew.layer = g.engram_sites[s];
-    ew.tables = Matrix(f, p + "tables", uint64_t{g.num_engram_tables} * g.engram_slots,
-                       g.engram_sub_dim);
+    ew.tables =
+        Matrix(f, p + "tables", uint64_t{g.num_engram_tables} * g.engram_slots, g.engram_sub_dim);
     ew.key_proj = Matrix(f, p + "key_proj", d, g.engram_dim());
     ew.value_proj = Matrix(f, p + "value_proj", d, g.engram_dim());
     ew.taps = Floats(f, p + "taps", uint64_t{g.engram_conv_taps} * d);

@@ -12,11 +12,11 @@ namespace needle::model {
 
 // One decoder layer (MODEL.md "Block_i").
 struct LayerWeights {
-  kernels::CqMatrix q_proj;     // [attn_dim, d]
-  kernels::CqMatrix k_proj;     // [kv_dim, d]
-  kernels::CqMatrix v_proj;     // [kv_dim, d]
-  kernels::CqMatrix gate_proj;  // [attn_dim, d]
-  kernels::CqMatrix out_proj;   // [d, attn_dim]
+  kernels::CqMatrix q_proj;                         // [attn_dim, d]
+  kernels::CqMatrix k_proj;                         // [kv_dim, d]
+  kernels::CqMatrix v_proj;                         // [kv_dim, d]
+  kernels::CqMatrix gate_proj;                      // [attn_dim, d]
+  kernels::CqMatrix out_proj;                       // [d, attn_dim]
   std::vector<float> norm_in, post_norm, pre_hada;  // [d] ZCN scales (gain is 1 + s)
   std::vector<float> q_norm, k_norm;                // [head_dim]
   std::vector<float> d1, d2, d3;                    // [hada_n]
@@ -47,11 +47,11 @@ struct Weights {
   std::vector<float> a_pre, a_post, a_res;  // [L]
   std::vector<float> b_pre, b_post;         // [L, lanes]
   std::vector<float> b_res;                 // [L, lanes, lanes]
-  kernels::CqMatrix phi_pre;   // [L*lanes, lanes*d]
-  kernels::CqMatrix phi_post;  // [L*lanes, lanes*d]
-  kernels::CqMatrix phi_res;   // [L*lanes*lanes, lanes*d]
-  std::vector<EngramWeights> engram;  // one per site, in header order
-  std::vector<float> final_norm;      // [d]
+  kernels::CqMatrix phi_pre;                // [L*lanes, lanes*d]
+  kernels::CqMatrix phi_post;               // [L*lanes, lanes*d]
+  kernels::CqMatrix phi_res;                // [L*lanes*lanes, lanes*d]
+  std::vector<EngramWeights> engram;        // one per site, in header order
+  std::vector<float> final_norm;            // [d]
   std::vector<HeadWeights> heads;
 };
 

@@ -39,7 +39,6 @@ nlohmann::ordered_json ToJson(const BenchRecord& r) {
   j["decode_samples"] = r.decode_tok_s;
   j["peak_rss_bytes"] = r.peak_rss_bytes;
   j["model_bytes"] = r.model_bytes;
-  j["kv_bytes"] = r.kv_bytes;
   return j;
 }
 
@@ -71,12 +70,12 @@ std::string Render(const std::vector<BenchRecord>& records, const SystemInfo& sy
     case BenchFormat::kCsv: {
       std::string out =
           "model,isa,path,threads,prompt_tokens,gen_tokens,repetitions,load_seconds,"
-          "prefill_tok_s,decode_tok_s,peak_rss_bytes,kv_bytes,cpu\n";
+          "prefill_tok_s,decode_tok_s,peak_rss_bytes,cpu\n";
       for (const auto& r : records)
-        out += fmt::format("\"{}\",{},{},{},{},{},{},{:.4f},{:.2f},{:.2f},{},{},\"{}\"\n", r.model,
+        out += fmt::format("\"{}\",{},{},{},{},{},{},{:.4f},{:.2f},{:.2f},{},\"{}\"\n", r.model,
                            r.isa, r.path, r.threads, r.prompt_tokens, r.gen_tokens, r.repetitions,
                            r.load_seconds, r.prefill_median(), r.decode_median(), r.peak_rss_bytes,
-                           r.kv_bytes, sys.cpu_model);
+                           sys.cpu_model);
       return out;
     }
     case BenchFormat::kMarkdown: {

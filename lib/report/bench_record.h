@@ -28,7 +28,6 @@ struct BenchRecord {
   std::vector<double> decode_tok_s;
   uint64_t peak_rss_bytes = 0;        // process peak after all repetitions
   uint64_t model_bytes = 0;
-  uint64_t kv_bytes = 0;              // KV cache + rings allocated for this run
 
   double prefill_median() const;
   double decode_median() const;

@@ -1,12 +1,11 @@
 // SentencePiece-compatible BPE encoding and decoding (algorithm in tokenizer.h).
 #include "text/tokenizer.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <bit>
 #include <cstring>
-#include <queue>
-
-#include <fmt/format.h>
 
 #include "base/error.h"
 #include "base/utf8.h"
@@ -49,36 +48,40 @@ struct MergeOrder {
   }
 };
 
-struct Symbol {
-  uint32_t begin;   // byte offset in the segment
-  uint32_t bytes;   // 0 once merged into its left neighbour
-  int32_t prev;     // -1 at the segment start
-  int32_t next;     // -1 at the segment end
-};
+// Words of at most this many characters are merged by scanning instead of a priority queue.
+constexpr int32_t kSmallWordSymbols = 32;
 
 }  // namespace
 
+struct Tokenizer::Symbol {
+  uint32_t begin;  // byte offset in the segment
+  uint32_t bytes;  // 0 once merged into its left neighbour
+  int32_t prev;    // -1 at the segment start
+  int32_t next;    // -1 at the segment end
+};
+
 void Tokenizer::PieceTable::Build(const std::vector<format::TokenizerPiece>& pieces,
                                   bool reserved) {
-  const size_t capacity = std::bit_ceil(std::max<size_t>(16, pieces.size() * 2));
-  slots_.assign(capacity, -1);
+  const size_t capacity = std::bit_ceil(std::max<size_t>(16, pieces.size() * 4));
+  slots_.assign(capacity, Slot{0, -1});
   mask_ = capacity - 1;
   for (size_t id = 0; id < pieces.size(); ++id) {
     if (IsReservedType(pieces[id].type) != reserved) continue;
-    uint64_t slot = HashBytes(pieces[id].text) & mask_;
-    while (slots_[slot] >= 0) slot = (slot + 1) & mask_;
-    slots_[slot] = static_cast<int32_t>(id);
+    const uint64_t h = HashBytes(pieces[id].text);
+    uint64_t slot = h & mask_;
+    while (slots_[slot].id >= 0) slot = (slot + 1) & mask_;
+    slots_[slot] = Slot{static_cast<uint32_t>(h >> 32), static_cast<int32_t>(id)};
   }
 }
 
 int32_t Tokenizer::PieceTable::Find(const std::vector<format::TokenizerPiece>& pieces,
                                     std::string_view text) const {
-  uint64_t slot = HashBytes(text) & mask_;
-  for (;;) {
-    const int32_t id = slots_[slot];
-    if (id < 0) return -1;
-    if (pieces[id].text == text) return id;
-    slot = (slot + 1) & mask_;
+  const uint64_t h = HashBytes(text);
+  const auto tag = static_cast<uint32_t>(h >> 32);
+  for (uint64_t slot = h & mask_;; slot = (slot + 1) & mask_) {
+    const Slot s = slots_[slot];
+    if (s.id < 0) return -1;
+    if (s.tag == tag && pieces[s.id].text == text) return s.id;
   }
 }
 
@@ -124,6 +127,12 @@ Tokenizer::Tokenizer(format::TokenizerBlob blob, const std::string& label)
         break;
       }
     }
+  }
+  split_at_space_ = true;
+  for (const auto& p : pieces) {
+    if (IsReservedType(p.type)) continue;
+    if (p.text.find(kSpaceSymbol, 1) != std::string::npos) split_at_space_ = false;
+    if (p.type == format::PieceType::kUserDefined) has_user_defined_ = true;
   }
   for (auto& ids : user_by_first_byte_) {
     std::stable_sort(ids.begin(), ids.end(), [&](int32_t a, int32_t b) {
@@ -199,50 +208,105 @@ void Tokenizer::EmitSymbol(std::string_view symbol, std::vector<int32_t>* out,
   *prev_unk = true;
 }
 
-void Tokenizer::EncodeSegment(std::string_view seg, std::vector<int32_t>* out,
-                              bool* prev_unk) const {
-  if (seg.empty()) return;
+struct Tokenizer::Scratch {
   std::vector<Symbol> symbols;
-  symbols.reserve(seg.size());
-  for (size_t i = 0; i < seg.size();) {
-    const size_t len = std::min(OneCharLen(static_cast<uint8_t>(seg[i])), seg.size() - i);
+  std::vector<MergeCandidate> heap;  // binary max-heap under MergeOrder
+  std::vector<int32_t> pair_id;      // small words: piece id of symbol i + its next, or -1
+};
+
+int32_t Tokenizer::PairPiece(std::string_view word, const Symbol& left, const Symbol& right) const {
+  const uint32_t bytes = left.bytes + right.bytes;
+  if (bytes > max_piece_bytes_) return -1;
+  return mergeable_.Find(blob_.pieces, word.substr(left.begin, bytes));
+}
+
+void Tokenizer::EncodeWord(std::string_view word, Scratch& scratch, std::vector<int32_t>* out,
+                           bool* prev_unk) const {
+  auto& symbols = scratch.symbols;
+  symbols.clear();
+  for (size_t i = 0; i < word.size();) {
+    const size_t len = std::min(OneCharLen(static_cast<uint8_t>(word[i])), word.size() - i);
     const auto n = static_cast<int32_t>(symbols.size());
     symbols.push_back({static_cast<uint32_t>(i), static_cast<uint32_t>(len), n - 1, n + 1});
     i += len;
   }
   symbols.back().next = -1;
+  const auto n = static_cast<int32_t>(symbols.size());
 
-  std::vector<MergeCandidate> storage;
-  storage.reserve(symbols.size());
-  std::priority_queue<MergeCandidate, std::vector<MergeCandidate>, MergeOrder> agenda(
-      MergeOrder{}, std::move(storage));
-  auto maybe_add = [&](int32_t left, int32_t right) {
-    if (left < 0 || right < 0) return;
-    const uint32_t bytes = symbols[left].bytes + symbols[right].bytes;
-    if (bytes > max_piece_bytes_) return;
-    const int32_t id = mergeable_.Find(blob_.pieces, seg.substr(symbols[left].begin, bytes));
-    if (id < 0) return;
-    agenda.push({blob_.pieces[id].score, left, right, bytes});
-  };
-  for (size_t i = 1; i < symbols.size(); ++i) {
-    maybe_add(static_cast<int32_t>(i - 1), static_cast<int32_t>(i));
-  }
-  while (!agenda.empty()) {
-    const MergeCandidate top = agenda.top();
-    agenda.pop();
-    Symbol& left = symbols[top.left];
-    Symbol& right = symbols[top.right];
-    // Stale: one side was merged away or grew since this candidate was queued.
-    if (left.bytes == 0 || right.bytes == 0 || left.bytes + right.bytes != top.bytes) continue;
-    left.bytes = top.bytes;
-    left.next = right.next;
-    if (right.next >= 0) symbols[right.next].prev = top.left;
-    right.bytes = 0;
-    maybe_add(left.prev, top.left);
-    maybe_add(top.left, left.next);
+  if (n <= kSmallWordSymbols) {
+    // Few symbols: scan for the best pair each round (highest score, leftmost on ties). This is
+    // the order the priority queue below produces, without its allocation and stale entries.
+    auto& pair_id = scratch.pair_id;
+    pair_id.assign(n, -1);
+    for (int32_t i = 0; i + 1 < n; ++i) pair_id[i] = PairPiece(word, symbols[i], symbols[i + 1]);
+    for (;;) {
+      int32_t best = -1;
+      float best_score = 0;
+      for (int32_t i = 0; i >= 0; i = symbols[i].next) {
+        const int32_t id = pair_id[i];
+        if (id >= 0 && (best < 0 || blob_.pieces[id].score > best_score)) {
+          best = i;
+          best_score = blob_.pieces[id].score;
+        }
+      }
+      if (best < 0) break;
+      Symbol& left = symbols[best];
+      Symbol& right = symbols[left.next];
+      left.bytes += right.bytes;
+      left.next = right.next;
+      if (right.next >= 0) symbols[right.next].prev = best;
+      right.bytes = 0;
+      pair_id[best] = left.next >= 0 ? PairPiece(word, left, symbols[left.next]) : -1;
+      if (left.prev >= 0) pair_id[left.prev] = PairPiece(word, symbols[left.prev], left);
+    }
+  } else {
+    auto& heap = scratch.heap;
+    heap.clear();
+    auto maybe_add = [&](int32_t left, int32_t right) {
+      if (left < 0 || right < 0) return;
+      const int32_t id = PairPiece(word, symbols[left], symbols[right]);
+      if (id < 0) return;
+      heap.push_back(
+          {blob_.pieces[id].score, left, right, symbols[left].bytes + symbols[right].bytes});
+      std::push_heap(heap.begin(), heap.end(), MergeOrder{});
+    };
+    for (int32_t i = 1; i < n; ++i) maybe_add(i - 1, i);
+    while (!heap.empty()) {
+      std::pop_heap(heap.begin(), heap.end(), MergeOrder{});
+      const MergeCandidate top = heap.back();
+      heap.pop_back();
+      Symbol& left = symbols[top.left];
+      Symbol& right = symbols[top.right];
+      // Stale: one side was merged away or grew since this candidate was queued.
+      if (left.bytes == 0 || right.bytes == 0 || left.bytes + right.bytes != top.bytes) continue;
+      left.bytes = top.bytes;
+      left.next = right.next;
+      if (right.next >= 0) symbols[right.next].prev = top.left;
+      right.bytes = 0;
+      maybe_add(left.prev, top.left);
+      maybe_add(top.left, left.next);
+    }
   }
   for (int32_t i = 0; i >= 0; i = symbols[i].next) {
-    EmitSymbol(seg.substr(symbols[i].begin, symbols[i].bytes), out, prev_unk);
+    EmitSymbol(word.substr(symbols[i].begin, symbols[i].bytes), out, prev_unk);
+  }
+}
+
+void Tokenizer::EncodeSegment(std::string_view seg, Scratch& scratch, std::vector<int32_t>* out,
+                              bool* prev_unk) const {
+  if (seg.empty()) return;
+  if (!split_at_space_) {
+    EncodeWord(seg, scratch, out, prev_unk);
+    return;
+  }
+  // No piece has "▁" past its first character, so no merge crosses the start of a "▁": each
+  // "▁"-initial word is merged on its own (same result, shorter queues).
+  size_t begin = 0;
+  while (begin < seg.size()) {
+    size_t end = seg.find(kSpaceSymbol, begin + 1);
+    if (end == std::string_view::npos) end = seg.size();
+    EncodeWord(seg.substr(begin, end - begin), scratch, out, prev_unk);
+    begin = end;
   }
 }
 
@@ -251,21 +315,22 @@ void Tokenizer::EncodeAppend(std::string_view text, bool dummy_prefix,
   std::string norm;
   Normalize(text, dummy_prefix, &norm);
   const std::string_view view(norm);
+  Scratch scratch;
   // Frozen (user-defined) symbols never merge, so the text between them is encoded separately.
   bool prev_unk = false;
   size_t seg_begin = 0;
   for (size_t i = 0; i < view.size();) {
-    const size_t user = MatchUserDefined(view.substr(i));
+    const size_t user = has_user_defined_ ? MatchUserDefined(view.substr(i)) : 0;
     if (user == 0) {
       i += std::min(OneCharLen(static_cast<uint8_t>(view[i])), view.size() - i);
       continue;
     }
-    EncodeSegment(view.substr(seg_begin, i - seg_begin), out, &prev_unk);
+    EncodeSegment(view.substr(seg_begin, i - seg_begin), scratch, out, &prev_unk);
     EmitSymbol(view.substr(i, user), out, &prev_unk);
     i += user;
     seg_begin = i;
   }
-  EncodeSegment(view.substr(seg_begin), out, &prev_unk);
+  EncodeSegment(view.substr(seg_begin), scratch, out, &prev_unk);
 }
 
 std::vector<int32_t> Tokenizer::Encode(std::string_view text, bool dummy_prefix) const {
@@ -276,8 +341,8 @@ std::vector<int32_t> Tokenizer::Encode(std::string_view text, bool dummy_prefix)
 
 std::string Tokenizer::Decode(std::span<const int32_t> ids) const {
   std::string out;
-  std::string bytes;       // pending run of BYTE pieces
-  bool at_start = true;    // no visible piece yet: its leading "▁" is the dummy prefix
+  std::string bytes;     // pending run of BYTE pieces
+  bool at_start = true;  // no visible piece yet: its leading "▁" is the dummy prefix
   auto flush_bytes = [&] {
     if (bytes.empty()) return;
     AppendUtf8Sanitized(bytes, &out);
@@ -298,7 +363,8 @@ std::string Tokenizer::Decode(std::span<const int32_t> ids) const {
     flush_bytes();
     if (t == format::PieceType::kControl || t == format::PieceType::kUnknown) continue;
     std::string_view s = surfaces_[id];
-    if (at_start && blob_.add_dummy_prefix && piece(id).starts_with(kSpaceSymbol)) s.remove_prefix(1);
+    if (at_start && blob_.add_dummy_prefix && piece(id).starts_with(kSpaceSymbol))
+      s.remove_prefix(1);
     out.append(s);
     at_start = false;
   }

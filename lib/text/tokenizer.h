@@ -80,8 +80,16 @@ class Tokenizer {
   size_t MatchUserDefined(std::string_view text) const;
   // Appends the SentencePiece-normalized form of `text` to `out`.
   void Normalize(std::string_view text, bool dummy_prefix, std::string* out) const;
-  // BPE over one run of non-frozen symbols norm[begin, end); appends ids.
-  void EncodeSegment(std::string_view segment, std::vector<int32_t>* out, bool* prev_unk) const;
+  struct Symbol;
+  struct Scratch;  // per-call work buffers
+  // BPE over text between frozen symbols; appends ids.
+  void EncodeSegment(std::string_view segment, Scratch& scratch, std::vector<int32_t>* out,
+                     bool* prev_unk) const;
+  // BPE over one word (a run no merge can cross); appends ids.
+  void EncodeWord(std::string_view word, Scratch& scratch, std::vector<int32_t>* out,
+                  bool* prev_unk) const;
+  // Id of the mergeable piece spelled by two adjacent symbols of `word`, or -1.
+  int32_t PairPiece(std::string_view word, const Symbol& left, const Symbol& right) const;
   // Maps a final symbol to ids (piece, byte fallback or unk).
   void EmitSymbol(std::string_view symbol, std::vector<int32_t>* out, bool* prev_unk) const;
 
@@ -92,7 +100,11 @@ class Tokenizer {
     int32_t Find(const std::vector<format::TokenizerPiece>& pieces, std::string_view text) const;
 
    private:
-    std::vector<int32_t> slots_;  // -1 = empty; size is a power of two
+    struct Slot {
+      uint32_t tag;  // high hash bits: most mismatches are rejected without touching the text
+      int32_t id;    // -1 = empty
+    };
+    std::vector<Slot> slots_;  // size is a power of two, load <= 1/4
     uint64_t mask_ = 0;
   };
 
@@ -106,6 +118,8 @@ class Tokenizer {
   std::array<int32_t, 256> byte_ids_{};
   std::vector<std::string> surfaces_;  // TokenBytes per id
   size_t max_piece_bytes_ = 0;
+  bool split_at_space_ = false;  // no mergeable piece has "▁" after its first character
+  bool has_user_defined_ = false;
 };
 
 }  // namespace needle::text

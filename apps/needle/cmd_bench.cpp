@@ -1,0 +1,151 @@
+// needle bench: load time, prefill and decode throughput and peak RSS over a cross product of
+// parameters (threads x prompt tokens x generated tokens x ISA), with warm-up, repetitions,
+// medians and raw samples (llama-bench style). Not a test: numbers depend on the machine.
+#include <unistd.h>
+
+#include <algorithm>
+#include <random>
+
+#include <fmt/format.h>
+
+#include "base/error.h"
+#include "commands.h"
+#include "format/cact.h"
+#include "format/sha256.h"
+#include "kernels/dispatch.h"
+#include "model/decoder.h"
+#include "options.h"
+#include "report/bench_record.h"
+#include "report/system.h"
+#include "report/timer.h"
+
+namespace needle::cli {
+
+namespace {
+
+struct BenchArgs {
+  ModelArgs model;
+  std::vector<int> threads{0};
+  std::vector<int> prompt_tokens{128};
+  std::vector<int> gen_tokens{32};
+  std::vector<std::string> isas;
+  int repetitions = 3;
+  int warmup = 1;
+  uint32_t seed = 1;
+  std::string output = "md";
+  bool json = false;
+};
+
+// Deterministic prompt of ordinary (non-special) token ids.
+std::vector<int32_t> MakePrompt(uint32_t vocab, int n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  const uint32_t first = std::min<uint32_t>(14, vocab - 1);  // skip pad/eos/bos/unk/markers
+  std::uniform_int_distribution<uint32_t> dist(first, vocab - 1);
+  std::vector<int32_t> ids(static_cast<size_t>(n));
+  for (auto& id : ids) id = static_cast<int32_t>(dist(rng));
+  return ids;
+}
+
+int32_t Argmax(const std::vector<float>& v) {
+  return static_cast<int32_t>(std::max_element(v.begin(), v.end()) - v.begin());
+}
+
+void RunBench(const BenchArgs& a) {
+  report::Stopwatch load_watch;
+  const format::CactFile file = format::CactFile::Open(
+      a.model.path, a.model.no_mmap ? format::LoadMode::kRead : format::LoadMode::kMmap);
+  const model::Model model(file);
+  const double load_seconds = load_watch.Seconds();
+  const std::string sha = format::Sha256Hex(file.bytes());
+  const auto& g = file.geometry();
+
+  std::vector<std::string> isas = a.isas;
+  if (isas.empty()) isas.push_back(kernels::ActiveKernels().isa);
+  const bool progress = ::isatty(STDERR_FILENO) && a.output == "md" && !a.json;
+
+  std::vector<report::BenchRecord> records;
+  for (const std::string& isa : isas) {
+    const kernels::KernelTable& table = kernels::KernelsFor(isa);
+    for (int threads_opt : a.threads) {
+      const int threads = threads_opt > 0 ? threads_opt : ThreadArgs{threads_opt}.Resolve();
+      for (int pp : a.prompt_tokens) {
+        for (int tg : a.gen_tokens) {
+          if (pp < 1) Fail<UsageError>("--prompt-tokens must be >= 1 (got {})", pp);
+          if (tg < 0) Fail<UsageError>("--gen-tokens must be >= 0 (got {})", tg);
+          model::DecoderConfig cfg;
+          cfg.kv_window = g.kv_window;
+          cfg.sink_len = g.kv_window ? std::min<uint32_t>(static_cast<uint32_t>(pp), 64) : 0;
+          cfg.max_positions = static_cast<uint32_t>(pp + tg + 1);
+          cfg.threads = threads;
+          cfg.kernels = &table;
+          model::Decoder dec(model, cfg);
+          const std::vector<int32_t> prompt = MakePrompt(g.vocab, pp, a.seed);
+          std::vector<float> logits(g.vocab);
+
+          report::BenchRecord r;
+          r.model = a.model.path;
+          r.model_sha256 = sha;
+          r.model_bytes = file.bytes().size();
+          r.isa = table.isa;
+          r.path = "f32";
+          r.threads = threads;
+          r.prompt_tokens = pp;
+          r.gen_tokens = tg;
+          r.repetitions = a.repetitions;
+          r.load_seconds = load_seconds;
+          for (int rep = -a.warmup; rep < a.repetitions; ++rep) {
+            if (progress)
+              fmt::print(stderr, "\r{} t={} pp={} tg={}: {} {}/{}   ", table.isa, threads, pp, tg,
+                         rep < 0 ? "warm-up" : "run", rep < 0 ? rep + a.warmup + 1 : rep + 1,
+                         rep < 0 ? a.warmup : a.repetitions);
+            dec.Reset();
+            report::Stopwatch pw;
+            dec.Prefill(prompt, logits);
+            const double prefill_s = pw.Seconds();
+            report::Stopwatch dw;
+            for (int i = 0; i < tg; ++i) dec.Step(Argmax(logits), logits);
+            const double decode_s = dw.Seconds();
+            if (rep < 0) continue;
+            r.prefill_tok_s.push_back(pp / prefill_s);
+            if (tg > 0) r.decode_tok_s.push_back(tg / decode_s);
+          }
+          r.peak_rss_bytes = report::PeakRssBytes();
+          records.push_back(std::move(r));
+        }
+      }
+    }
+  }
+  if (progress) fmt::print(stderr, "\r{:60}\r", "");
+  const auto fmt_kind = report::ParseBenchFormat(a.json ? "json" : a.output);
+  fmt::print("{}", report::Render(records, report::GetSystemInfo(), fmt_kind));
+}
+
+}  // namespace
+
+void RegisterBench(CLI::App& app) {
+  auto* cmd = app.add_subcommand(
+      "bench", "Measure load time, prefill/decode throughput and peak RSS (parameter lists run as "
+               "a cross product)");
+  auto a = std::make_shared<BenchArgs>();
+  a->model.Attach(cmd);
+  cmd->add_option("-t,--threads", a->threads, "Thread counts, e.g. 1,2 (0 = all cores)")
+      ->delimiter(',')
+      ->check(CLI::Range(0, 1024));
+  cmd->add_option("-p,--prompt-tokens", a->prompt_tokens, "Prompt lengths to prefill, e.g. 32,128")
+      ->delimiter(',');
+  cmd->add_option("-n,--gen-tokens", a->gen_tokens, "Tokens to decode after the prompt")
+      ->delimiter(',');
+  cmd->add_option("--isa", a->isas, "Kernel ISAs to compare, e.g. scalar,avx2 (default: fastest)")
+      ->delimiter(',');
+  cmd->add_option("-r,--repetitions", a->repetitions, "Measured repetitions per point")
+      ->check(CLI::Range(1, 1000));
+  cmd->add_option("--warmup", a->warmup, "Unmeasured runs before each point")
+      ->check(CLI::Range(0, 100));
+  cmd->add_option("--seed", a->seed, "Seed of the random prompt ids");
+  cmd->add_option("-o,--output", a->output, "Output format: md, json, jsonl, csv")
+      ->check(CLI::IsMember({"md", "json", "jsonl", "csv"}));
+  cmd->add_flag("--json", a->json, "Same as -o json");
+  cmd->callback([a] { RunBench(*a); });
+}
+
+}  // namespace needle::cli

@@ -1,0 +1,138 @@
+// needle run: one query against a model with a tool list: renders the prompt, prefills the tools
+// prefix (KV sinks) and the turn, decodes greedily and prints the generated text and timings.
+#include <unistd.h>
+
+#include <iostream>
+#include <iterator>
+
+#include <fmt/format.h>
+
+#include <nlohmann/json.hpp>
+
+#include "base/error.h"
+#include "commands.h"
+#include "format/cact.h"
+#include "format/mapped_file.h"
+#include "kernels/dispatch.h"
+#include "options.h"
+#include "report/system.h"
+#include "report/timer.h"
+#include "session/session.h"
+#include "text/prompt.h"
+#include "text/tokenizer.h"
+
+namespace needle::cli {
+
+namespace {
+
+struct RunArgs {
+  ModelArgs model;
+  OutputArgs output;
+  ThreadArgs threads;
+  std::string tools_path;
+  std::string system;
+  std::string query;
+  std::string isa;
+  int max_tokens = 256;
+  bool print_prompt = false;
+};
+
+std::string ReadTools(const std::string& path) {
+  if (path.empty()) return "";
+  if (path == "-") {
+    return std::string(std::istreambuf_iterator<char>(std::cin), {});
+  }
+  const std::vector<uint8_t> b = format::ReadFileBytes(path);
+  return std::string(b.begin(), b.end());
+}
+
+std::string IdsJoined(const std::vector<int32_t>& ids) { return fmt::format("{}", fmt::join(ids, " ")); }
+
+void PrintPrompt(const format::CactFile& file, const RunArgs& a, const std::string& tools_json) {
+  const text::Tokenizer tok = text::Tokenizer::FromCact(file);
+  const text::PromptRenderer renderer(tok);
+  const std::string tools_text = text::RenderToolsText(tools_json);
+  const auto prefix = renderer.PrefixIds(a.system, tools_text);
+  const auto turn = renderer.FirstTurnIds(a.query);
+  const std::string prefix_text = text::PrefixText(a.system, tools_text);
+  const std::string turn_text = text::FirstTurnText(a.query);
+  if (a.output.json) {
+    nlohmann::ordered_json j;
+    j["tools_text"] = tools_text;
+    j["prefix_text"] = prefix_text;
+    j["turn_text"] = turn_text;
+    j["prefix_ids"] = prefix;
+    j["turn_ids"] = turn;
+    fmt::print("{}\n", j.dump(2));
+    return;
+  }
+  fmt::print("prefix ({} tokens, KV sinks):\n<s>{}\n\nturn ({} tokens):\n{}\n\nprefix ids: {}\n"
+             "turn ids: {}\n",
+             prefix.size(), prefix_text, turn.size(), turn_text, IdsJoined(prefix),
+             IdsJoined(turn));
+}
+
+void Run(const RunArgs& a) {
+  if (a.max_tokens < 0) Fail<UsageError>("--max-tokens must be >= 0 (got {})", a.max_tokens);
+  const std::string tools_json = ReadTools(a.tools_path);
+  report::Stopwatch load;
+  const format::CactFile file = format::CactFile::Open(
+      a.model.path, a.model.no_mmap ? format::LoadMode::kRead : format::LoadMode::kMmap);
+  if (a.print_prompt) return PrintPrompt(file, a, tools_json);
+
+  session::SessionConfig cfg;
+  cfg.threads = a.threads.Resolve();
+  cfg.kernels = a.isa.empty() ? nullptr : &kernels::KernelsFor(a.isa);
+  session::Session s(file, cfg, a.system, tools_json);
+  const double load_seconds = load.Seconds() - s.prefix_seconds();
+  const session::TurnResult r = s.Complete(a.query, a.max_tokens);
+  const double peak_mb = double(report::PeakRssBytes()) / (1024.0 * 1024.0);
+  const size_t prefill_tokens = s.prefix_ids().size() + r.turn_ids.size();
+  const double prefill_seconds = s.prefix_seconds() + r.prefill_seconds;
+
+  if (a.output.json) {
+    nlohmann::ordered_json j;
+    j["text"] = r.text;
+    j["generated_ids"] = r.generated_ids;
+    j["stop"] = session::StopReasonName(r.stop);
+    j["prefix_tokens"] = s.prefix_ids().size();
+    j["turn_tokens"] = r.turn_ids.size();
+    j["generated_tokens"] = r.generated_ids.size();
+    j["load_seconds"] = load_seconds;
+    j["prefill_seconds"] = prefill_seconds;
+    j["prefill_tps"] = prefill_tokens / std::max(prefill_seconds, 1e-9);
+    j["decode_seconds"] = r.decode_seconds;
+    j["decode_tps"] = r.decode_tps;
+    j["peak_ram_mb"] = peak_mb;
+    fmt::print("{}\n", j.dump(2));
+    return;
+  }
+  fmt::print("{}\n", r.text);
+  fmt::print(stderr,
+             "\n[{} tokens generated, stop: {}] load {:.3f} s | prefill {} tokens {:.1f} tok/s | "
+             "decode {:.1f} tok/s | peak RSS {:.1f} MiB\n",
+             r.generated_ids.size(), session::StopReasonName(r.stop), load_seconds, prefill_tokens,
+             prefill_tokens / std::max(prefill_seconds, 1e-9), r.decode_tps, peak_mb);
+}
+
+}  // namespace
+
+void RegisterRun(CLI::App& app) {
+  auto* cmd = app.add_subcommand("run", "Answer one query with a tool list (greedy decoding)");
+  auto a = std::make_shared<RunArgs>();
+  a->model.Attach(cmd);
+  cmd->add_option("query", a->query, "The user's query")->required();
+  cmd->add_option("--tools", a->tools_path,
+                  "Tools JSON file (an array of {name, description, parameters}); '-' = stdin");
+  cmd->add_option("--system", a->system, "System prompt text");
+  cmd->add_option("-n,--max-tokens", a->max_tokens, "Token budget for the reply")
+      ->default_val(256);
+  a->threads.Attach(cmd);
+  cmd->add_option("--isa", a->isa, "Force a kernel ISA (scalar, avx2); default: fastest");
+  cmd->add_flag("--print-prompt", a->print_prompt,
+                "Print the rendered prompt text and token ids, without running the model");
+  a->output.Attach(cmd);
+  cmd->callback([a] { Run(*a); });
+}
+
+}  // namespace needle::cli

@@ -1,0 +1,97 @@
+// JSON-as-text helpers: whitespace stripping outside strings, validation, array splitting.
+#include "text/json_text.h"
+
+#include <nlohmann/json.hpp>
+
+#include "base/error.h"
+
+namespace needle::text {
+
+std::string StripJsonWhitespace(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  bool in_string = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      out.push_back(c);
+      if (c == '\\' && i + 1 < text.size()) {
+        out.push_back(text[++i]);  // the escaped character never closes the string
+      } else if (c == '"') {
+        in_string = false;
+      }
+    } else if (c == '"') {
+      in_string = true;
+      out.push_back(c);
+    } else if (c != ' ' && c != '\t' && c != '\r' && c != '\n') {
+      out.push_back(c);
+    }
+  }
+  return out;
+}
+
+void ValidateJson(std::string_view text, std::string_view what) {
+  try {
+    const auto value = nlohmann::json::parse(text.begin(), text.end());
+    (void)value;
+  } catch (const nlohmann::json::exception& e) {
+    Fail<InvalidInput>("{}: invalid JSON: {}", what, e.what());
+  }
+}
+
+std::vector<std::string_view> TopLevelArrayElements(std::string_view s, std::string_view what) {
+  if (s.size() < 2 || s.front() != '[' || s.back() != ']') {
+    Fail<InvalidInput>("{}: expected a JSON array of tools, got '{}'", what,
+                       s.substr(0, std::min<size_t>(s.size(), 40)));
+  }
+  std::vector<std::string_view> out;
+  int depth = 0;
+  bool in_string = false;
+  size_t begin = 1;
+  for (size_t i = 1; i + 1 < s.size(); ++i) {
+    const char c = s[i];
+    if (in_string) {
+      if (c == '\\') {
+        ++i;
+      } else if (c == '"') {
+        in_string = false;
+      }
+      continue;
+    }
+    if (c == '"') {
+      in_string = true;
+    } else if (c == '{' || c == '[') {
+      ++depth;
+    } else if (c == '}' || c == ']') {
+      --depth;
+    } else if (c == ',' && depth == 0) {
+      out.push_back(s.substr(begin, i - begin));
+      begin = i + 1;
+    }
+  }
+  if (s.size() - 1 > begin) out.push_back(s.substr(begin, s.size() - 1 - begin));
+  return out;
+}
+
+std::vector<std::string> ToolInventory(std::string_view tools_text, std::string_view what) {
+  const std::string minified = StripJsonWhitespace(tools_text);
+  if (minified.empty()) return {};
+  ValidateJson(tools_text, what);
+  std::vector<std::string> tools;
+  for (std::string_view element : TopLevelArrayElements(minified, what)) {
+    const auto j = nlohmann::json::parse(element.begin(), element.end());
+    if (j.is_object() && j.contains("name")) tools.emplace_back(element);
+  }
+  return tools;
+}
+
+std::string JoinToolsText(const std::vector<std::string_view>& tools) {
+  std::string out = "[";
+  for (size_t i = 0; i < tools.size(); ++i) {
+    if (i) out += ',';
+    out += tools[i];
+  }
+  return out + "]";
+}
+
+}  // namespace needle::text

@@ -1,0 +1,167 @@
+// CQ product kernels: the scalar reference against an explicit dense Hadamard computation, and
+// every compiled ISA against the scalar reference on awkward sizes.
+#include <bit>
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include "base/fp16.h"
+#include "kernels/cq_matmul.h"
+#include "kernels/dispatch.h"
+
+namespace {
+
+using needle::kernels::CqMatrix;
+
+// Named error limits, relative to the largest |output| of a case.
+constexpr double kReferenceVsDenseRel = 2e-5;  // scalar code-domain product vs dense f64 math
+constexpr double kIsaVsReferenceRel = 2e-5;    // any ISA vs the scalar reference
+
+// A random CQ matrix with its storage.
+struct TestMatrix {
+  CqMatrix m;
+  std::vector<uint8_t> codes, norms;
+  std::vector<uint32_t> raw;  // raw code per element [rows, in_pad]
+};
+
+TestMatrix MakeMatrix(size_t rows, size_t cols, size_t group, uint32_t bits, std::mt19937* rng) {
+  TestMatrix t;
+  CqMatrix& m = t.m;
+  m.rows = rows;
+  m.cols = cols;
+  m.group = group;
+  m.in_pad = (cols + group - 1) / group * group;
+  m.groups_per_row = m.in_pad / group;
+  m.code_bits = bits;
+  m.row_bytes = m.in_pad * bits / 8;
+  std::uniform_real_distribution<float> level(-0.5f, 0.5f), norm(0.1f, 3.f);
+  for (uint32_t i = 0; i < (1u << bits); ++i) m.levels[i] = level(*rng);
+  t.codes.assign(rows * m.row_bytes, 0);
+  t.raw.resize(rows * m.in_pad);
+  for (size_t r = 0; r < rows; ++r)
+    for (size_t k = 0; k < m.in_pad; ++k) {
+      const uint32_t c = (*rng)() & ((1u << bits) - 1);
+      t.raw[r * m.in_pad + k] = c;
+      const size_t bit = k * bits;
+      t.codes[r * m.row_bytes + bit / 8] |= static_cast<uint8_t>(c << (bit % 8));
+      if (bit % 8 + bits > 8)
+        t.codes[r * m.row_bytes + bit / 8 + 1] |= static_cast<uint8_t>(c >> (8 - bit % 8));
+    }
+  t.norms.resize(rows * m.groups_per_row * 2);
+  for (size_t i = 0; i < rows * m.groups_per_row; ++i) {
+    const uint16_t h = needle::F32ToF16(norm(*rng));
+    t.norms[2 * i] = static_cast<uint8_t>(h & 0xff);
+    t.norms[2 * i + 1] = static_cast<uint8_t>(h >> 8);
+  }
+  m.codes = t.codes.data();
+  m.norms = t.norms.data();
+  return t;
+}
+
+// Dense f64 reference: w = (level * norm) @ H per group, y = w . x (x zero-padded).
+std::vector<double> DenseProduct(const TestMatrix& t, const std::vector<float>& x, size_t n) {
+  const CqMatrix& m = t.m;
+  std::vector<double> y(n * m.rows, 0.0);
+  const double s = 1.0 / std::sqrt(static_cast<double>(m.group));
+  for (size_t r = 0; r < m.rows; ++r) {
+    std::vector<double> w(m.in_pad, 0.0);
+    for (size_t g = 0; g < m.groups_per_row; ++g) {
+      const double norm = needle::F16ToF32(
+          static_cast<uint16_t>(t.norms[2 * (r * m.groups_per_row + g)] |
+                                (t.norms[2 * (r * m.groups_per_row + g) + 1] << 8)));
+      for (size_t j = 0; j < m.group; ++j) {
+        double acc = 0;
+        for (size_t i = 0; i < m.group; ++i) {
+          const double h = (std::popcount(i & j) & 1) ? -s : s;
+          acc += m.levels[t.raw[r * m.in_pad + g * m.group + i]] * norm * h;
+        }
+        w[g * m.group + j] = acc;
+      }
+    }
+    for (size_t tok = 0; tok < n; ++tok) {
+      double acc = 0;
+      for (size_t i = 0; i < m.cols; ++i) acc += w[i] * x[tok * m.cols + i];
+      y[tok * m.rows + r] = acc;
+    }
+  }
+  return y;
+}
+
+std::vector<float> RunKernel(needle::kernels::CqGemmFn fn, const CqMatrix& m,
+                             const std::vector<float>& x, size_t n, size_t row_begin,
+                             size_t row_end) {
+  std::vector<float> x_hat(n * m.in_pad);
+  needle::kernels::CqTransformActivations(x.data(), n, m.cols, m.cols, m.group, m.in_pad,
+                                          x_hat.data());
+  std::vector<float> y(n * m.rows, 0.f);
+  fn(m, x_hat.data(), n, row_begin, row_end, y.data() + row_begin, m.rows);
+  return y;
+}
+
+std::vector<float> RandomActivations(size_t count, std::mt19937* rng) {
+  std::normal_distribution<float> dist(0.f, 1.f);
+  std::vector<float> x(count);
+  for (float& v : x) v = dist(*rng);
+  return x;
+}
+
+}  // namespace
+
+TEST_CASE("CQ reference product equals dense Hadamard math", "[kernels]") {
+  std::mt19937 rng(7);
+  for (uint32_t bits : {2u, 3u, 4u})
+    for (size_t group : {size_t{1}, size_t{8}, size_t{32}, size_t{128}})
+      for (size_t cols : {size_t{1}, size_t{7}, size_t{33}, size_t{129}})
+        for (size_t rows : {size_t{1}, size_t{5}, size_t{17}}) {
+          if (group * bits % 8 != 0) continue;  // rows must be whole bytes (as in the format)
+          const TestMatrix t = MakeMatrix(rows, cols, group, bits, &rng);
+          const size_t n = 3;
+          const auto x = RandomActivations(n * cols, &rng);
+          const auto dense = DenseProduct(t, x, n);
+          const auto got = RunKernel(&needle::kernels::CqGemmReference, t.m, x, n, 0, rows);
+          double max_diff = 0, max_ref = 1e-12;
+          for (size_t i = 0; i < dense.size(); ++i) {
+            max_diff = std::max(max_diff, std::fabs(dense[i] - got[i]));
+            max_ref = std::max(max_ref, std::fabs(dense[i]));
+          }
+          INFO("bits " << bits << " group " << group << " rows " << rows << " cols " << cols);
+          CHECK(max_diff / max_ref <= kReferenceVsDenseRel);
+        }
+}
+
+TEST_CASE("every compiled ISA matches the scalar CQ reference on awkward sizes", "[kernels]") {
+  const auto isas = needle::kernels::AvailableIsas();
+  REQUIRE(isas.front() == "scalar");
+  std::mt19937 rng(11);
+  const size_t sizes[] = {1, 2, 3, 5, 7, 8, 15, 16, 17, 31, 33, 63, 65, 127, 129, 255, 257};
+  size_t cases = 0;
+  for (const auto& isa : isas) {
+    const auto& table = needle::kernels::KernelsFor(isa);
+    for (uint32_t bits : {2u, 3u, 4u})
+      for (size_t group : {size_t{4}, size_t{8}, size_t{64}, size_t{128}})
+        for (size_t i = 0; i < std::size(sizes); i += 2) {
+          if (group * bits % 8 != 0) continue;
+          const size_t rows = sizes[i], cols = sizes[(i * 7 + bits) % std::size(sizes)];
+          const TestMatrix t = MakeMatrix(rows, cols, group, bits, &rng);
+          for (size_t n : {size_t{1}, size_t{3}, size_t{4}, size_t{5}, size_t{9}}) {
+            const auto x = RandomActivations(n * cols, &rng);
+            // A sub-range of rows checks the row offset handling too.
+            const size_t b = rows > 2 ? 1 : 0, e = rows > 3 ? rows - 1 : rows;
+            const auto ref = RunKernel(&needle::kernels::CqGemmReference, t.m, x, n, b, e);
+            const auto got = RunKernel(table.cq_gemm, t.m, x, n, b, e);
+            double max_diff = 0, max_ref = 1e-12;
+            for (size_t k = 0; k < ref.size(); ++k) {
+              max_diff = std::max(max_diff, static_cast<double>(std::fabs(ref[k] - got[k])));
+              max_ref = std::max(max_ref, static_cast<double>(std::fabs(ref[k])));
+            }
+            INFO(isa << " bits " << bits << " group " << group << " rows " << rows << " cols "
+                     << cols << " tokens " << n);
+            CHECK(max_diff / max_ref <= kIsaVsReferenceRel);
+            ++cases;
+          }
+        }
+  }
+  CHECK(cases > 0);
+}
