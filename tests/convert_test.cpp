@@ -197,7 +197,7 @@ TEST_CASE("safetensors: corrupt files are rejected with a message naming the pro
 
 // ---------------------------------------------------------------- bits map
 
-TEST_CASE("bits map: longest prefix on canonical names and upstream spellings; errors",
+TEST_CASE("bits map: longest prefix on canonical names and upstream spellings - errors",
           "[convert]") {
   const auto m = convert::BitsMap::Parse(convert::kDefaultScheme);
   CHECK(m.BitsFor("embedding") == 4);
@@ -223,7 +223,7 @@ TEST_CASE("bits map: longest prefix on canonical names and upstream spellings; e
 
 // ---------------------------------------------------------------- progress
 
-TEST_CASE("progress: bar text; silence when disabled", "[convert]") {
+TEST_CASE("progress: bar text - silence when disabled", "[convert]") {
   CHECK(report::Progress::Render("dequant", 5, 10, 10) == "dequant [#####.....]  50% 5/10");
   CHECK(report::Progress::Render("x", 12, 10, 4) == "x [####] 100% 10/10");
   CHECK(report::Progress::Render("x", 0, 0, 4) == "x [####] 100% 0/0");
@@ -519,7 +519,7 @@ TEST_CASE("synth --geometry official is accounted exactly like the official-geom
   CHECK(std::equal(s.codebooks().begin(), s.codebooks().end(), ref.codebooks().begin()));
 }
 
-TEST_CASE("synth: deterministic per seed; overrides honoured; no tensor at a trivial value",
+TEST_CASE("synth: deterministic per seed - overrides honoured - no tensor at a trivial value",
           "[convert]") {
   ScratchDir dir;
   convert::SynthOptions o;
@@ -596,7 +596,7 @@ TEST_CASE("synth: impossible geometry is a usage error", "[convert]") {
 
 // ---------------------------------------------------------------- CLI and numpy
 
-TEST_CASE("CLI: dequant/requant/synth run; bad input gives one error line", "[convert]") {
+TEST_CASE("CLI: dequant/requant/synth run - bad input gives one error line", "[convert]") {
   ScratchDir dir;
   const std::string bin = NEEDLE_BINARY;
   const std::string err = dir / "err.txt";
@@ -633,7 +633,7 @@ TEST_CASE("CLI: dequant/requant/synth run; bad input gives one error line", "[co
   CHECK_FALSE(fs::exists(dir / "x.cact"));
 }
 
-TEST_CASE("numpy: an independent reader loads the safetensors; a numpy edit touches one blob",
+TEST_CASE("numpy: an independent reader loads the safetensors - a numpy edit touches one blob",
           "[convert][numpy]") {
   const std::string tool = std::string(NEEDLE_TEST_DATA) + "/../safetensors_tool.py";
   std::string python;
