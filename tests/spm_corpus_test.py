@@ -91,6 +91,7 @@ def synthetic_lines(sp, count, seed):
     markers = [p for p in pieces if p.startswith("<") and p.endswith(">") and len(p) > 3]
     extras = ["  ", "   ", "\t", " \t ", "0", "12", "345", "3.14", "-7", "é", "ß", "—", "日本語",
               "🙂", "\u2581", "\u00a0", "\u200b", "\r", "\x00", "{\"a\": 1}", "\\n", "'", '"',
+              "<s>", "</s>", "<pad>", "<unk>", "<0x41>", "<|im_end", "|>",
               b"\xff", b"\xe6\x97", b"\xed\xa0\x80", b"\xc0\xaf", b"\x80"]
     out = []
     for _ in range(count):

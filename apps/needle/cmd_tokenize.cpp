@@ -130,7 +130,8 @@ void RegisterTokenize(CLI::App& app) {
   cmd->add_flag("--batch", opt->batch,
                 "Read standard input, one text per line; print one JSON array of ids per line");
   cmd->add_option("--bench", opt->bench,
-                  "Benchmark: encode FILE per line and as one text, print MB/s");
+                  "Benchmark: encode FILE per line and as one text, print MB/s")
+      ->type_name("FILE");
   cmd->callback([opt] {
     const auto file = format::CactFile::Open(opt->model);
     const auto tok = text::Tokenizer::FromCact(file);

@@ -56,6 +56,9 @@ class PromptRenderer {
  public:
   explicit PromptRenderer(const Tokenizer& tokenizer)
       : tokenizer_(tokenizer), tokens_(ChatTokens::Resolve(tokenizer)) {}
+  // Holds a reference: copying or moving it next to a moved Tokenizer would dangle.
+  PromptRenderer(const PromptRenderer&) = delete;
+  PromptRenderer& operator=(const PromptRenderer&) = delete;
 
   const Tokenizer& tokenizer() const { return tokenizer_; }
   const ChatTokens& tokens() const { return tokens_; }
