@@ -24,6 +24,7 @@
 #include "format/cact.h"
 #include "format/mapped_file.h"
 #include "format/safetensors.h"
+#include "model/decoder.h"
 #include "report/progress.h"
 
 namespace fs = std::filesystem;
@@ -119,7 +120,7 @@ int Run(const std::string& cmd) {
 
 // ---------------------------------------------------------------- safetensors
 
-TEST_CASE("safetensors: writer output is read back with names, shapes and bytes", "[convert]") {
+TEST_CASE("safetensors: writer output is read back with names and shapes and bytes", "[convert]") {
   ScratchDir dir;
   const std::string path = dir / "t.safetensors";
   std::vector<Entry> entries = {
@@ -196,7 +197,8 @@ TEST_CASE("safetensors: corrupt files are rejected with a message naming the pro
 
 // ---------------------------------------------------------------- bits map
 
-TEST_CASE("bits map: longest prefix on canonical names, upstream spellings, errors", "[convert]") {
+TEST_CASE("bits map: longest prefix on canonical names and upstream spellings - errors",
+          "[convert]") {
   const auto m = convert::BitsMap::Parse(convert::kDefaultScheme);
   CHECK(m.BitsFor("embedding") == 4);
   CHECK(m.BitsFor("mhc_phi_res") == 4);
@@ -221,7 +223,7 @@ TEST_CASE("bits map: longest prefix on canonical names, upstream spellings, erro
 
 // ---------------------------------------------------------------- progress
 
-TEST_CASE("progress: bar text, and silence when disabled", "[convert]") {
+TEST_CASE("progress: bar text - silence when disabled", "[convert]") {
   CHECK(report::Progress::Render("dequant", 5, 10, 10) == "dequant [#####.....]  50% 5/10");
   CHECK(report::Progress::Render("x", 12, 10, 4) == "x [####] 100% 10/10");
   CHECK(report::Progress::Render("x", 0, 0, 4) == "x [####] 100% 0/0");
@@ -247,7 +249,7 @@ TEST_CASE("dequant then requant reproduces every fixture model byte for byte", "
   }
 }
 
-TEST_CASE("dequant: safetensors holds canonical names, .cact shapes and the dequantized values",
+TEST_CASE("dequant: safetensors holds canonical names and .cact shapes and the dequantized values",
           "[convert]") {
   ScratchDir dir;
   convert::Dequant(Model("small.cact"), dir / "d", Quiet());
@@ -375,7 +377,7 @@ TEST_CASE("requant --bits-map re-encodes exactly the tensors whose width changes
   }
 }
 
-TEST_CASE("requant: bad input gives an error naming the tensor, and writes nothing", "[convert]") {
+TEST_CASE("requant: bad input gives an error naming the tensor and writes nothing", "[convert]") {
   using Edit = std::function<void(std::vector<Entry>&)>;
   const std::vector<std::tuple<std::string, Edit, std::string>> cases = {
       {"shape",
@@ -517,7 +519,7 @@ TEST_CASE("synth --geometry official is accounted exactly like the official-geom
   CHECK(std::equal(s.codebooks().begin(), s.codebooks().end(), ref.codebooks().begin()));
 }
 
-TEST_CASE("synth: deterministic per seed, overrides honoured, no tensor at a trivial value",
+TEST_CASE("synth: deterministic per seed - overrides honoured - no tensor at a trivial value",
           "[convert]") {
   ScratchDir dir;
   convert::SynthOptions o;
@@ -594,7 +596,7 @@ TEST_CASE("synth: impossible geometry is a usage error", "[convert]") {
 
 // ---------------------------------------------------------------- CLI and numpy
 
-TEST_CASE("CLI: dequant/requant/synth run, and bad input gives one error line", "[convert]") {
+TEST_CASE("CLI: dequant/requant/synth run - bad input gives one error line", "[convert]") {
   ScratchDir dir;
   const std::string bin = NEEDLE_BINARY;
   const std::string err = dir / "err.txt";
@@ -631,7 +633,7 @@ TEST_CASE("CLI: dequant/requant/synth run, and bad input gives one error line", 
   CHECK_FALSE(fs::exists(dir / "x.cact"));
 }
 
-TEST_CASE("numpy: an independent reader loads the safetensors, and a numpy edit touches one blob",
+TEST_CASE("numpy: an independent reader loads the safetensors - a numpy edit touches one blob",
           "[convert][numpy]") {
   const std::string tool = std::string(NEEDLE_TEST_DATA) + "/../safetensors_tool.py";
   std::string python;
@@ -662,5 +664,86 @@ TEST_CASE("numpy: an independent reader loads the safetensors, and a numpy edit 
     const auto a = orig.data(t), b = out.data(out.tensors()[t.index]);
     INFO(t.name);
     CHECK(std::equal(a.begin(), a.end(), b.begin(), b.end()) == (t.name != "layer01.gate_proj"));
+  }
+}
+
+TEST_CASE("synth: perturbing any tensor moves the logits or the probe-head outputs", "[convert]") {
+  // Scales must keep every part of the network live: no saturated gate, no zero branch (a zero
+  // d3 would hide d1/d2), no mixing that ignores a lane. Perturb each tensor alone and require
+  // a visible change of the f32 forward pass after a short sequence.
+  ScratchDir dir;
+  convert::SynthOptions o;
+  o.like = Model("tiny.cact");
+  o.progress = false;
+  o.geometry = convert::OfficialGeometry();
+  o.geometry.d_model = 64;
+  o.geometry.num_heads = 2;
+  o.geometry.num_kv_heads = 1;
+  o.geometry.head_dim = 32;
+  o.geometry.num_layers = 3;
+  o.geometry.engram_sites = {0, 2};
+  o.geometry.engram_slots = 64;  // few slots: the fed n-grams hit rows that exist for sure
+  o.seed = 11;
+  convert::Synth(dir / "m.cact", o);
+  const auto base_bytes = FileBytes(dir / "m.cact");
+
+  const std::vector<int32_t> ids = {2, 300, 301, 302, 300, 301, 302, 4000, 17, 900, 300, 301};
+  struct Out {
+    std::vector<float> logits, heads;
+  };
+  auto run = [&](std::vector<uint8_t> bytes) {
+    const auto file = format::CactFile::FromBytes(std::move(bytes), "perturbed");
+    const model::Model m(file);
+    model::DecoderConfig cfg;
+    cfg.pool_heads = true;
+    model::Decoder dec(m, cfg);
+    Out out;
+    out.logits.resize(dec.vocab());
+    dec.Prefill(ids, out.logits);
+    for (size_t h = 0; h < m.weights().heads.size(); ++h) {
+      std::vector<float> v(m.weights().heads[h].out_dim);
+      dec.HeadOutput(h, v);
+      out.heads.insert(out.heads.end(), v.begin(), v.end());
+    }
+    return out;
+  };
+  auto max_abs = [](const std::vector<float>& v) {
+    float m = 0;
+    for (float x : v) m = std::max(m, std::fabs(x));
+    return m;
+  };
+  auto max_diff = [](const std::vector<float>& a, const std::vector<float>& b) {
+    float m = 0;
+    for (size_t i = 0; i < a.size(); ++i) m = std::max(m, std::fabs(a[i] - b[i]));
+    return m;
+  };
+  const Out base = run(base_bytes);
+  const float logit_scale = max_abs(base.logits), head_scale = max_abs(base.heads);
+  REQUIRE(logit_scale > 0);
+  REQUIRE(head_scale > 0);
+
+  const auto file = format::CactFile::FromBytes(base_bytes, "base");
+  for (const auto& t : file.tensors()) {
+    if (t.dtype == format::DType::kRaw || t.name == "heads.manifest") continue;
+    INFO(t.name);
+    auto bytes = base_bytes;
+    uint8_t* p = bytes.data() + t.offset;
+    if (t.dtype == format::DType::kF16) {  // v -> v + 0.25 (1 + |v|): no fixed point
+      for (uint64_t i = 0; i < t.elements(); ++i) {
+        const float v = F16ToF32(LoadLE<uint16_t>(p + 2 * i));
+        const uint16_t h = F32ToF16(v + 0.25f * (1.f + std::fabs(v)));
+        std::memcpy(p + 2 * i, &h, 2);
+      }
+    } else {  // CQ: flip code bits (norms unchanged; scale-invariant paths still see it)
+      const auto v = file.cq(t);
+      for (uint64_t i = 0; i < v.rows * v.row_bytes; ++i) p[i] ^= 0x5A;
+    }
+    const Out out = run(std::move(bytes));
+    const bool is_head = t.name.find("_head.") != std::string::npos;
+    if (is_head) {
+      CHECK(max_diff(out.heads, base.heads) > 1e-3f * head_scale);
+    } else {
+      CHECK(max_diff(out.logits, base.logits) > 1e-3f * logit_scale);
+    }
   }
 }

@@ -209,7 +209,7 @@ TEST_CASE("Quantize and Dequantize reproduce every pack.json case", "[quant]") {
 
 // ---------------------------------------------------------------- packing
 
-TEST_CASE("PackRow writes an LSB-first bit stream; UnpackRow inverts it", "[quant]") {
+TEST_CASE("PackRow writes an LSB-first bit stream and UnpackRow inverts it", "[quant]") {
   std::mt19937 gen(7);
   for (uint32_t record_bits : {2u, 3u, 4u, kTernaryBits}) {
     const uint32_t bits = record_bits == kTernaryBits ? 2 : record_bits;
@@ -452,7 +452,7 @@ TEST_CASE("ISA names parse and the limit clamps to the CPU", "[quant]") {
   CHECK(needle::kernels::SetIsaLimit(Isa::kAvx512) == needle::kernels::BestIsa());
 }
 
-TEST_CASE("Every CQ tensor of the fixture models decodes; rows match the whole matrix", "[quant]") {
+TEST_CASE("Every CQ tensor of the fixture models decodes and rows match the whole matrix", "[quant]") {
   for (const char* model : {"tiny.cact", "small.cact"}) {
     const auto file =
         needle::format::CactFile::Open(std::string(NEEDLE_TEST_DATA) + "/models/" + model);

@@ -22,7 +22,7 @@ std::vector<float> ReadF32(const std::string& path) {
 }
 }  // namespace
 
-TEST_CASE("run --print-prompt renders the engine's ids; run's first token is the reference argmax",
+TEST_CASE("run --print-prompt renders the engine's ids and run's first token is the reference argmax",
           "[cli][run]") {
   for (const char* model : {"tiny", "small"}) {
     const json golden = json::parse(std::ifstream(DataPath(std::string("golden/") + model + "/golden.json")));

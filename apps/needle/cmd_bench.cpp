@@ -129,20 +129,27 @@ void RegisterBench(CLI::App& app) {
   auto a = std::make_shared<BenchArgs>();
   a->model.Attach(cmd);
   cmd->add_option("-t,--threads", a->threads, "Thread counts, e.g. 1,2 (0 = all cores)")
+      ->capture_default_str()
       ->delimiter(',')
       ->check(CLI::Range(0, 1024));
   cmd->add_option("-p,--prompt-tokens", a->prompt_tokens, "Prompt lengths to prefill, e.g. 32,128")
+      ->capture_default_str()
       ->delimiter(',');
   cmd->add_option("-n,--gen-tokens", a->gen_tokens, "Tokens to decode after the prompt")
+      ->capture_default_str()
       ->delimiter(',');
   cmd->add_option("--isa", a->isas, "Kernel ISAs to compare, e.g. scalar,avx2 (default: fastest)")
       ->delimiter(',');
   cmd->add_option("-r,--repetitions", a->repetitions, "Measured repetitions per point")
+      ->capture_default_str()
       ->check(CLI::Range(1, 1000));
   cmd->add_option("--warmup", a->warmup, "Unmeasured runs before each point")
+      ->capture_default_str()
       ->check(CLI::Range(0, 100));
-  cmd->add_option("--seed", a->seed, "Seed of the random prompt ids");
+  cmd->add_option("--seed", a->seed, "Seed of the random prompt ids")
+      ->capture_default_str();
   cmd->add_option("-o,--output", a->output, "Output format: md, json, jsonl, csv")
+      ->capture_default_str()
       ->check(CLI::IsMember({"md", "json", "jsonl", "csv"}));
   cmd->add_flag("--json", a->json, "Same as -o json");
   cmd->callback([a] { RunBench(*a); });

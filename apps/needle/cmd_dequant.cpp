@@ -2,6 +2,7 @@
 #include <fmt/format.h>
 
 #include "commands.h"
+#include "options.h"
 #include "convert/dequant.h"
 
 namespace needle::cli {
@@ -14,8 +15,9 @@ void RegisterDequant(CLI::App& app) {
     convert::DequantOptions options;
   };
   auto args = std::make_shared<Args>();
-  cmd->add_option("model", args->model, "Model file (.cact)")->required();
+  AddModelPositional(cmd, &args->model);
   cmd->add_option("out_dir", args->out_dir, "Output folder (must not exist unless --force)")
+      ->type_name("OUT_DIR")
       ->required();
   cmd->add_flag("--force", args->options.force, "Replace an existing output folder");
   cmd->callback([args] {

@@ -14,8 +14,10 @@ void RegisterRequant(CLI::App& app) {
     convert::RequantOptions options;
   };
   auto args = std::make_shared<Args>();
-  cmd->add_option("in_dir", args->in_dir, "Folder written by `needle dequant`")->required();
-  cmd->add_option("out", args->out, "Output model (.cact)")->required();
+  cmd->add_option("in_dir", args->in_dir, "Folder written by `needle dequant`")
+      ->required()
+      ->type_name("IN_DIR");
+  cmd->add_option("out", args->out, "Output model (.cact)")->required()->type_name("OUT.cact");
   cmd->add_option("--bits-map", args->bits_map,
                   "CQ widths, e.g. embedding=4,mhc=4,default=2 (longest prefix wins); a CQ "
                   "tensor whose width changes is re-quantized");

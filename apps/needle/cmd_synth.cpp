@@ -24,7 +24,7 @@ void RegisterSynth(CLI::App& app) {
     bool no_engram = false;
   };
   auto a = std::make_shared<Args>();
-  cmd->add_option("out", a->out, "Output model (.cact)")->required();
+  cmd->add_option("out", a->out, "Output model (.cact)")->required()->type_name("OUT.cact");
   cmd->add_option("--like", a->like,
                   "Model to take the tokenizer from (and the geometry with "
                   "--geometry like)")

@@ -15,6 +15,7 @@
 
 #include "base/error.h"
 #include "commands.h"
+#include "options.h"
 #include "format/cact.h"
 #include "text/tokenizer.h"
 
@@ -122,7 +123,7 @@ void RegisterTokenize(CLI::App& app) {
   auto opt = std::make_shared<Options>();
   auto* cmd =
       app.add_subcommand("tokenize", "Encode text with a model's tokenizer (ids and pieces)");
-  cmd->add_option("model", opt->model, "Model file (.cact)")->required();
+  AddModelPositional(cmd, &opt->model);
   cmd->add_option("text", opt->text, "Text to encode; '-' or nothing reads standard input");
   cmd->add_flag("--no-dummy-prefix", opt->no_dummy,
                 "Do not prepend the dummy-prefix space (as the engine encodes a turn)");
@@ -181,7 +182,7 @@ void RegisterDetokenize(CLI::App& app) {
   };
   auto opt = std::make_shared<Options>();
   auto* cmd = app.add_subcommand("detokenize", "Decode token ids with a model's tokenizer");
-  cmd->add_option("model", opt->model, "Model file (.cact)")->required();
+  AddModelPositional(cmd, &opt->model);
   cmd->add_option("ids", opt->ids, "Token ids (separated by spaces or commas)")->required();
   cmd->add_flag("--json", opt->json, "Print the text as a JSON string");
   cmd->callback([opt] {

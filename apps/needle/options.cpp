@@ -5,8 +5,14 @@
 
 namespace needle::cli {
 
+CLI::Option* AddModelPositional(CLI::App* cmd, std::string* path) {
+  return cmd->add_option("model", *path, "Model file (.cact, Needle 2)")
+      ->required()
+      ->type_name("MODEL.cact");
+}
+
 void ModelArgs::Attach(CLI::App* cmd) {
-  cmd->add_option("model", path, "Model file (.cact, Needle 2)")->required()->type_name("MODEL.cact");
+  AddModelPositional(cmd, &path);
   cmd->add_flag("--no-mmap", no_mmap, "Read the model into memory instead of memory-mapping it");
 }
 

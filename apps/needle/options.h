@@ -8,6 +8,9 @@
 
 namespace needle::cli {
 
+// The MODEL.cact positional argument (required), spelled the same in every subcommand.
+CLI::Option* AddModelPositional(CLI::App* cmd, std::string* path);
+
 // MODEL.cact positional argument (required) plus --no-mmap.
 struct ModelArgs {
   std::string path;
