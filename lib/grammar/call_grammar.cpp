@@ -62,6 +62,17 @@ uint8_t SimpleEscape(uint8_t c) {
 // Literal sets of Frame::literal_set.
 constexpr uint8_t kLiteralsEnum = 0, kLiteralsBool = 1, kLiteralsNull = 2;
 
+// After a value frame was popped: the parent moves past the value.
+void ValueDone(GrammarState& s) {
+  Frame& p = s.frames[s.depth - 1];
+  switch (p.kind) {
+    case FrameKind::kObject: p.phase = 3; break;
+    case FrameKind::kArray: p.phase = 1; break;
+    case FrameKind::kCall: p.phase = 3; break;
+    default: break;
+  }
+}
+
 }  // namespace
 
 CallGrammar::CallGrammar(CallSchema schema, CompatOptions compat)
@@ -170,6 +181,7 @@ CallGrammar::Result CallGrammar::KeyByte(GrammarState& s, Frame& f, uint8_t c) c
         return Result::kAccept;
       }
       if (c == '\\') {
+        if (f.node < 0) return Result::kReject;  // tool names are matched literally
         f.phase = 1;
         return Result::kAccept;
       }
@@ -213,17 +225,6 @@ bool CallGrammar::CloseObject(GrammarState& s, const Frame& f) const {
     if (s.calls_done < kMaxRememberedCalls) s.done_hashes[s.calls_done++] = h;
   }
   return true;
-}
-
-// After a value frame was popped: the parent moves past the value.
-static void ValueDone(GrammarState& s) {
-  Frame& p = s.frames[s.depth - 1];
-  switch (p.kind) {
-    case FrameKind::kObject: p.phase = 3; break;
-    case FrameKind::kArray: p.phase = 1; break;
-    case FrameKind::kCall: p.phase = 3; break;
-    default: break;
-  }
 }
 
 CallGrammar::Result CallGrammar::StartValue(GrammarState& s, int32_t node, uint8_t c) const {
@@ -475,37 +476,90 @@ CallGrammar::Result CallGrammar::Step(GrammarState& s, uint8_t c) const {
           return end();
       }
     }
-    case FrameKind::kLiteral: {
-      const std::vector<std::string>& lits = LiteralList(f);
-      const size_t n = std::min(lits.size(), kMaxKeys);
-      uint64_t next = 0;
-      bool ended = false;  // an alive candidate is complete before c
-      for (size_t i = 0; i < n; ++i) {
-        if (!(f.mask >> i & 1)) continue;
-        const std::string& lit = lits[i];
-        if (static_cast<size_t>(f.count) == lit.size()) ended = true;
-        else if (static_cast<uint8_t>(lit[f.count]) == c) next |= uint64_t{1} << i;
+    case FrameKind::kLiteral:
+      return LiteralByte(s, f, c);
+  }
+  return Result::kReject;
+}
+
+CallGrammar::Result CallGrammar::LiteralMatch(GrammarState& s, Frame& f, uint8_t c,
+                                              bool decoded) const {
+  const std::vector<std::string>& lits = LiteralList(f);
+  const size_t n = std::min(lits.size(), kMaxKeys);
+  uint64_t next = 0;
+  bool ended = false;  // an alive candidate is complete before c
+  for (size_t i = 0; i < n; ++i) {
+    if (!(f.mask >> i & 1)) continue;
+    const std::string& lit = lits[i];
+    const size_t at = static_cast<size_t>(f.count);
+    if (at == lit.size()) ended = true;
+    // A decoded escape never stands for a string literal's closing quote.
+    else if (static_cast<uint8_t>(lit[at]) == c && !(decoded && at + 1 == lit.size()))
+      next |= uint64_t{1} << i;
+  }
+  if (!next) {
+    if (!ended || decoded) return Result::kReject;
+    --s.depth;
+    ValueDone(s);
+    return Result::kPopAndRefeed;
+  }
+  f.mask = next;
+  ++f.count;
+  // Close at once when every remaining candidate is complete (e.g. after a string's `"`).
+  bool longer = false;
+  for (size_t i = 0; i < n; ++i)
+    if ((next >> i & 1) && lits[i].size() > static_cast<size_t>(f.count)) longer = true;
+  if (!longer) {
+    --s.depth;
+    ValueDone(s);
+  }
+  return Result::kAccept;
+}
+
+// Enum strings accept escapes inside the quotes (as the engine does); a decoded escape is matched
+// against the literals like a plain byte, a half-written `\u` escape is not checked yet.
+CallGrammar::Result CallGrammar::LiteralByte(GrammarState& s, Frame& f, uint8_t c) const {
+  switch (f.phase) {
+    case 1:
+      if (c == 'u') {
+        f.phase = 2;
+        f.hex = 0;
+        f.hex_digits = 0;
+        return Result::kAccept;
       }
-      if (!next) {
-        if (!ended) return Result::kReject;
-        --s.depth;
-        ValueDone(s);
-        return Result::kPopAndRefeed;
+      if (const uint8_t b = SimpleEscape(c)) {
+        f.phase = 0;
+        return LiteralMatch(s, f, b, true);
       }
-      f.mask = next;
-      ++f.count;
-      // Close at once when every remaining candidate is complete (e.g. after a string's `"`).
-      bool longer = false;
-      for (size_t i = 0; i < n; ++i)
-        if ((next >> i & 1) && lits[i].size() > static_cast<size_t>(f.count)) longer = true;
-      if (!longer) {
-        --s.depth;
-        ValueDone(s);
-      }
+      return Result::kReject;
+    case 2: {
+      if (!IsHex(c)) return Result::kReject;
+      f.hex = f.hex * 16 + HexValue(c);
+      if (++f.hex_digits < 4) return Result::kAccept;
+      f.phase = 0;
+      char buf[4];
+      const int n = EncodeUtf8(f.hex, buf);
+      if (n == 0) return Result::kReject;
+      for (int i = 0; i < n; ++i)
+        if (LiteralMatch(s, f, static_cast<uint8_t>(buf[i]), true) != Result::kAccept)
+          return Result::kReject;
+      return Result::kAccept;
+    }
+    default:
+      break;
+  }
+  if (c == '\\' && f.literal_set == kLiteralsEnum && f.count >= 1) {
+    // Only inside string literals (every alive candidate starts with a quote).
+    const std::vector<std::string>& lits = LiteralList(f);
+    bool strings = true;
+    for (size_t i = 0; i < std::min(lits.size(), kMaxKeys); ++i)
+      if ((f.mask >> i & 1) && lits[i][0] != '"') strings = false;
+    if (strings) {
+      f.phase = 1;
       return Result::kAccept;
     }
   }
-  return Result::kReject;
+  return LiteralMatch(s, f, c, false);
 }
 
 TokenConstraint::TokenConstraint(std::vector<std::string> bytes, std::vector<uint8_t> text_token)

@@ -10,8 +10,9 @@
 //    is refused), and
 //  - after `,` inside an object, `}` is accepted (when the required keys are present), which
 //    yields the engine's "malformed" replies.
-// Key strings accept JSON escapes; an escape is matched against the declared keys once it is
-// complete (the engine does the same, so a half-written `\u` escape can dead-end a key).
+// Argument keys accept JSON escapes; an escape is matched against the declared keys once it is
+// complete (the engine does the same, so a half-written `\u` escape can dead-end a key). Tool
+// names are matched literally (no escapes), as the engine does.
 #pragma once
 
 #include <array>
@@ -94,6 +95,8 @@ class CallGrammar {
   Result KeyByte(GrammarState& s, Frame& f, uint8_t c) const;
   bool KeyCompare(Frame& f, uint8_t byte) const;  // narrows candidates by one decoded byte
   bool CloseObject(GrammarState& s, const Frame& f) const;
+  Result LiteralByte(GrammarState& s, Frame& f, uint8_t c) const;
+  Result LiteralMatch(GrammarState& s, Frame& f, uint8_t c, bool decoded) const;
   std::string_view KeyCandidate(const Frame& f, size_t i) const;
   size_t KeyCandidates(const Frame& f) const;
   const std::vector<std::string>& LiteralList(const Frame& f) const;

@@ -306,7 +306,9 @@ void Session::DecodeCall(TurnState& t, bool require_call) {
         const std::string q = AlnumLower(t.query);
         for (const std::string& v : grammar::StringEnumValues(sn)) {
           const std::string a = AlnumLower(v);
-          if (!a.empty() && q.find(a) != std::string::npos) grounded.push_back(v);
+          // Values shorter than 3 characters never count ("on" is not grounded by "turn on":
+          // measured on the engine, which only runs its enum selection for longer values).
+          if (a.size() >= 3 && q.find(a) != std::string::npos) grounded.push_back(v);
         }
       }
       if (!grounded.empty() && after_quote && t.remaining() >= pc.enum_min_budget) {
