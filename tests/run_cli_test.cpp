@@ -34,7 +34,7 @@ TEST_CASE("run --print-prompt renders the engine's ids and run's first token is 
       const std::string model_path = ModelPath(std::string(model) + ".cact");
       std::vector<std::string> args = {"run",   model_path, "--tools", dir / "tools.json",
                                        "--system", o["system"].get<std::string>(),
-                                       o["query"].get<std::string>(), "--json"};
+                                       o["query"].get<std::string>(), "--json", "--raw"};
       args.push_back("--print-prompt");
       CliResult r = RunCli(args);
       REQUIRE(r.exit_code == 0);

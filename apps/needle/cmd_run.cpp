@@ -1,5 +1,7 @@
-// needle run: one query against a model with a tool list: renders the prompt, prefills the tools
-// prefix (KV sinks) and the turn, decodes greedily and prints the generated text and timings.
+// needle run: queries against a model with a tool list, answered with the engine's protocol
+// (grammar-constrained calls, PROTOCOL.md sections 2-5); prints the reply envelope JSON per turn.
+// Several queries form one conversation (a query after a turn with calls is a tool result).
+// --raw decodes without the protocol (plain greedy) and prints the generated text.
 #include <unistd.h>
 
 #include <iostream>
@@ -31,10 +33,13 @@ struct RunArgs {
   ThreadArgs threads;
   std::string tools_path;
   std::string system;
-  std::string query;
+  std::vector<std::string> queries;
   std::string isa;
   int max_tokens = 256;
   bool print_prompt = false;
+  bool raw = false;
+  bool verbose = false;
+  bool trace = false;
 };
 
 std::string ReadTools(const std::string& path) {
@@ -53,9 +58,9 @@ void PrintPrompt(const format::CactFile& file, const RunArgs& a, const std::stri
   const text::PromptRenderer renderer(tok);
   const std::string tools_text = text::RenderToolsText(tools_json);
   const auto prefix = renderer.PrefixIds(a.system, tools_text);
-  const auto turn = renderer.FirstTurnIds(a.query);
+  const auto turn = renderer.FirstTurnIds(a.queries.front());
   const std::string prefix_text = text::PrefixText(a.system, tools_text);
-  const std::string turn_text = text::FirstTurnText(a.query);
+  const std::string turn_text = text::FirstTurnText(a.queries.front());
   if (a.output.json) {
     nlohmann::ordered_json j;
     j["tools_text"] = tools_text;
@@ -73,7 +78,7 @@ void PrintPrompt(const format::CactFile& file, const RunArgs& a, const std::stri
 }
 
 void Run(const RunArgs& a) {
-  if (a.max_tokens < 0) Fail<UsageError>("--max-tokens must be >= 0 (got {})", a.max_tokens);
+  if (a.raw && a.max_tokens < 0) Fail<UsageError>("--max-tokens must be >= 0 (got {})", a.max_tokens);
   const std::string tools_json = ReadTools(a.tools_path);
   report::Stopwatch load;
   const format::CactFile file = format::CactFile::Open(
@@ -83,9 +88,30 @@ void Run(const RunArgs& a) {
   session::SessionConfig cfg;
   cfg.threads = a.threads.Resolve();
   cfg.kernels = a.isa.empty() ? nullptr : &kernels::KernelsFor(a.isa);
+  cfg.protocol.trace = a.trace;
   session::Session s(file, cfg, a.system, tools_json);
   const double load_seconds = load.Seconds() - s.prefix_seconds();
-  const session::TurnResult r = s.Complete(a.query, a.max_tokens);
+  if (!a.raw) {
+    for (const std::string& q : a.queries) {
+      const session::Reply reply = s.Respond(q, a.max_tokens);
+      fmt::print("{}\n", reply.EnvelopeJson());
+      if (a.verbose) {
+        nlohmann::ordered_json j;
+        j["turn_ids"] = reply.turn.turn_ids;
+        j["generated_ids"] = reply.turn.generated_ids;
+        j["text"] = reply.turn.text;
+        j["calls"] = reply.calls_text;
+        j["think"] = reply.think_text;
+        j["counted_tokens"] = reply.counted_tokens;
+        j["stop"] = session::StopReasonName(reply.turn.stop);
+        j["head_confidence"] = reply.head_confidence;
+        j["decode_confidence"] = reply.decode_confidence;
+        fmt::print(stderr, "{}\n", j.dump());
+      }
+    }
+    return;
+  }
+  const session::TurnResult r = s.Complete(a.queries.front(), a.max_tokens);
   const double peak_mb = double(report::PeakRssBytes()) / (1024.0 * 1024.0);
   const size_t prefill_tokens = s.prefix_ids().size() + r.turn_ids.size();
   const double prefill_seconds = s.prefix_seconds() + r.prefill_seconds;
@@ -118,19 +144,30 @@ void Run(const RunArgs& a) {
 }  // namespace
 
 void RegisterRun(CLI::App& app) {
-  auto* cmd = app.add_subcommand("run", "Answer one query with a tool list (greedy decoding)");
+  auto* cmd = app.add_subcommand(
+      "run", "Answer queries with a tool list (the engine's protocol; prints reply envelopes)");
   auto a = std::make_shared<RunArgs>();
   a->model.Attach(cmd);
-  cmd->add_option("query", a->query, "The user's query")->required();
+  cmd->add_option("query", a->queries,
+                  "The user's query; more arguments continue the conversation (after a turn "
+                  "with calls the next one is the tool result)")
+      ->required();
   cmd->add_option("--tools", a->tools_path,
                   "Tools JSON file (an array of {name, description, parameters}); '-' = stdin");
   cmd->add_option("--system", a->system, "System prompt text");
-  cmd->add_option("-n,--max-tokens", a->max_tokens, "Token budget for the reply")
+  cmd->add_option("-n,--max-tokens", a->max_tokens, "Token budget per reply (max_new_tokens)")
       ->default_val(256);
   a->threads.Attach(cmd);
   cmd->add_option("--isa", a->isa, "Force a kernel ISA (scalar, avx2); default: fastest");
   cmd->add_flag("--print-prompt", a->print_prompt,
                 "Print the rendered prompt text and token ids, without running the model");
+  cmd->add_flag("--raw", a->raw,
+                "Plain greedy decoding of the first query without the protocol; print the text "
+                "(with --json: ids, stop reason, timings)");
+  cmd->add_flag("--trace", a->trace,
+                "Print every decoding decision (top valid tokens, branching, grounding) to stderr");
+  cmd->add_flag("-v,--verbose", a->verbose,
+                "Also print each turn's ids, generated text, budget use and Hc/Dc to stderr");
   a->output.Attach(cmd);
   cmd->callback([a] { Run(*a); });
 }

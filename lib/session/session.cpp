@@ -1,12 +1,64 @@
-// Session: prefix prefill + snapshot, turn rendering and the greedy decoding loop.
+// Session: prefix prefill + snapshot, the engine's turn protocol and the plain greedy loop.
 #include "session/session.h"
 
 #include <algorithm>
+#include <cctype>
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include <nlohmann/json.hpp>
 
 #include "base/error.h"
+#include "report/system.h"
 #include "report/timer.h"
+#include "text/json_text.h"
+#include "text/response.h"
 
 namespace needle::session {
+
+namespace {
+
+// Softmax statistics of the allowed tokens: max logit and sum of exp(logit - max).
+struct AllowedStats {
+  float max = -INFINITY;
+  double sum = 0;
+  double Prob(float logit) const { return std::exp(double(logit) - max) / sum; }
+  double LogProb(float logit) const { return double(logit) - max - std::log(sum); }
+};
+
+AllowedStats StatsOf(std::span<const float> logits, const std::vector<uint8_t>& allowed) {
+  AllowedStats s;
+  for (size_t i = 0; i < logits.size(); ++i)
+    if (allowed[i]) s.max = std::max(s.max, logits[i]);
+  for (size_t i = 0; i < logits.size(); ++i)
+    if (allowed[i]) s.sum += std::exp(double(logits[i]) - s.max);
+  return s;
+}
+
+double LogSoftmaxAt(std::span<const float> logits, int32_t id) {
+  const float m = *std::max_element(logits.begin(), logits.end());
+  double sum = 0;
+  for (float l : logits) sum += std::exp(double(l) - m);
+  return double(logits[id]) - m - std::log(sum);
+}
+
+// Lower-case ASCII alphanumerics only (enum grounding compares these forms).
+std::string AlnumLower(std::string_view s) {
+  std::string out;
+  for (char c : s)
+    if (std::isalnum(static_cast<unsigned char>(c)))
+      out += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+std::string LowerAscii(std::string_view s) {
+  std::string out(s);
+  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+}  // namespace
 
 const char* StopReasonName(StopReason r) {
   switch (r) {
@@ -14,38 +66,121 @@ const char* StopReasonName(StopReason r) {
     case StopReason::kImEnd: return "im_end";
     case StopReason::kBudget: return "budget";
     case StopReason::kNoCandidate: return "no_candidate";
+    case StopReason::kCallDone: return "call_done";
   }
   return "?";
 }
 
+// Per-turn decoding state of Respond().
+struct Session::TurnState {
+  std::string query;
+  int max_new_tokens = 0;
+  int counted = 0;              // tokens charged to the budget
+  int committed = 0;            // tokens generated (branch extensions included, appended not)
+  std::vector<int32_t> ids;     // every token added to the context this turn (after the turn)
+  std::vector<int32_t> think_ids, text_ids;
+  std::string calls;            // call JSON bytes as generated
+  bool call_started = false, call_complete = false, dead_end = false, budget_out = false;
+  double dc = 1.0;              // min renormalized probability over the call tokens
+  double text_prob_sum = 0;     // free text: sum of per-token probabilities
+  int text_prob_count = 0;
+  StopReason stop = StopReason::kBudget;
+  int remaining() const { return max_new_tokens - counted; }
+};
+
 Session::Session(const format::CactFile& file, const SessionConfig& config,
                  std::string_view system, std::string_view tools_json)
     : file_(file),
+      config_(config),
       tokenizer_(text::Tokenizer::FromCact(file)),
       renderer_(tokenizer_),
       model_(file) {
   tools_text_ = text::RenderToolsText(tools_json);
+  inventory_ = text::ToolInventory(tools_text_, "tools");
+  grammar_ = std::make_unique<grammar::CallGrammar>(grammar::BuildCallSchema(inventory_),
+                                                    config_.protocol.compat);
+  const int32_t vocab = tokenizer_.vocab_size();
+  std::vector<std::string> bytes(vocab);
+  std::vector<uint8_t> text_token(vocab);
+  for (int32_t id = 0; id < vocab; ++id) {
+    bytes[id] = std::string(tokenizer_.TokenBytes(id));
+    const auto t = tokenizer_.type(id);
+    text_token[id] = t == format::PieceType::kNormal || t == format::PieceType::kByte;
+  }
+  constraint_ = std::make_unique<grammar::TokenConstraint>(std::move(bytes), text_token);
+
   prefix_ids_ = renderer_.PrefixIds(system, tools_text_);
   const auto& g = file_.geometry();
+  for (size_t h = 0; h < model_.weights().heads.size(); ++h)
+    if (model_.weights().heads[h].kind == format::HeadKind::kConfidence)
+      confidence_head_ = static_cast<int>(h);
   model::DecoderConfig dc;
   dc.kv_window = config.kv_window ? config.kv_window : g.kv_window;
   dc.sink_len = dc.kv_window ? static_cast<uint32_t>(prefix_ids_.size()) : 0;
   dc.max_positions = g.max_seq_len;
   dc.threads = config.threads;
   dc.kernels = config.kernels;
+  dc.pool_heads = confidence_head_ >= 0;
   decoder_ = std::make_unique<model::Decoder>(model_, dc);
   logits_.resize(g.vocab);
+  branch_logits_.resize(g.vocab);
   allowed_.resize(g.vocab);
+  // Think and free text: anything except <|im_start|>, <think> and the tools/call/result markers.
+  const auto& chat = renderer_.tokens();
+  text_allowed_.assign(g.vocab, 1);
+  for (int32_t id : {chat.im_start, chat.think, chat.tools, chat.tools_end, chat.tool_call,
+                     chat.tool_call_end, chat.tool_result, chat.tool_result_end})
+    text_allowed_[id] = 0;
   report::Stopwatch sw;
   decoder_->Prefill(prefix_ids_, logits_);
   prefix_seconds_ = sw.Seconds();
   decoder_->Save(&prefix_snapshot_);
 }
 
-void Session::Reset() { decoder_->Restore(prefix_snapshot_); }
+void Session::Reset() {
+  decoder_->Restore(prefix_snapshot_);
+  fresh_ = true;
+  last_turn_had_calls_ = false;
+}
+
+void Session::Prefill(std::span<const int32_t> ids) { decoder_->Prefill(ids, logits_); }
+
+void Session::Feed(int32_t id) { decoder_->Step(id, logits_); }
+
+int32_t Session::BestAllowed(const std::vector<uint8_t>& allowed) const {
+  int32_t best = -1;
+  for (int32_t id = 0; id < static_cast<int32_t>(logits_.size()); ++id)
+    if (allowed[id] && (best < 0 || logits_[id] > logits_[best])) best = id;
+  return best;
+}
+
+void Session::TraceStep(const char* what, const std::vector<uint8_t>& allowed, int counted) const {
+  std::vector<int32_t> ids;
+  for (int32_t id = 0; id < static_cast<int32_t>(logits_.size()); ++id)
+    if (allowed[id]) ids.push_back(id);
+  const size_t k = std::min<size_t>(5, ids.size());
+  std::partial_sort(ids.begin(), ids.begin() + k, ids.end(),
+                    [&](int32_t a, int32_t b) { return logits_[a] > logits_[b]; });
+  const float m = *std::max_element(logits_.begin(), logits_.end());
+  double z = 0;
+  for (float l : logits_) z += std::exp(double(l) - m);
+  std::string line = fmt::format("{} #{} ({} valid, p_full(top) {:.4f}):", what, counted,
+                                 ids.size(), std::exp(double(logits_[ids[0]]) - m) / z);
+  for (size_t i = 0; i < k; ++i)
+    line += fmt::format(" {}:{:?}:{:.4f}", ids[i], tokenizer_.TokenBytes(ids[i]), logits_[ids[i]]);
+  fmt::print(stderr, "{}\n", line);
+}
+
+double Session::HeadConfidence() const {
+  if (confidence_head_ < 0) return -1;
+  float logit = 0;
+  decoder_->HeadOutput(static_cast<size_t>(confidence_head_), {&logit, 1});
+  return 1.0 / (1.0 + std::exp(-double(logit)));
+}
 
 TurnResult Session::Complete(std::string_view query, int max_tokens, TokenFilter* filter) {
   Reset();
+  fresh_ = false;
   return Decode(renderer_.FirstTurnIds(query), max_tokens, filter);
 }
 
@@ -65,8 +200,7 @@ TurnResult Session::Decode(std::vector<int32_t> turn_ids, int max_tokens, TokenF
     int32_t best = -1;
     if (filter) {
       filter->AllowedMask(allowed_);
-      for (int32_t id = 0; id < static_cast<int32_t>(logits_.size()); ++id)
-        if (allowed_[id] && (best < 0 || logits_[id] > logits_[best])) best = id;
+      best = BestAllowed(allowed_);
     } else {
       best = static_cast<int32_t>(std::max_element(logits_.begin(), logits_.end()) -
                                   logits_.begin());
@@ -87,6 +221,420 @@ TurnResult Session::Decode(std::vector<int32_t> turn_ids, int max_tokens, TokenF
   r.decode_tps = r.generated_ids.size() / std::max(r.decode_seconds, 1e-9);
   r.text = tokenizer_.Decode(r.generated_ids);
   return r;
+}
+
+// The tool-call JSON after <tool_call> (PROTOCOL.md section 3), including value-start branching
+// and enum grounding. Ends with the call complete (</tool_call> committed, <|im_end|> appended),
+// a dead end (<|im_end|> appended) or the budget exhausted (nothing appended).
+void Session::DecodeCall(TurnState& t, bool require_call) {
+  const auto& chat = renderer_.tokens();
+  const grammar::CallGrammar& g = *grammar_;
+  grammar::TokenConstraint& tc = *constraint_;
+  const ProtocolConfig& pc = config_.protocol;
+  grammar::GrammarState gs = g.Start(require_call);
+  auto commit = [&](int32_t id, bool counted) {
+    t.ids.push_back(id);
+    ++t.committed;
+    if (counted) ++t.counted;
+    t.calls += tc.bytes(id);
+    if (!t.call_started && !t.calls.empty()) t.call_started = true;
+    tc.Advance(g, gs, id);
+    Feed(id);
+  };
+  // Which value a state is at the start of: node index, or -1. `after_quote`: the value's
+  // opening quote is already in (the key token carried it).
+  auto value_start = [&](const grammar::GrammarState& s, bool* after_quote) -> int32_t {
+    *after_quote = false;
+    const int32_t n = g.ArgumentValueStart(s);
+    if (n >= 0) return n;
+    if (s.depth != 4 || s.frames[1].kind != grammar::FrameKind::kCall) return -1;
+    const grammar::Frame& top = s.top();
+    const bool empty_string = top.kind == grammar::FrameKind::kString && top.phase == 0 &&
+                              top.count == 0;
+    const bool enum_open = top.kind == grammar::FrameKind::kLiteral && top.literal_set == 0 &&
+                           top.count == 1;
+    if (!empty_string && !enum_open) return -1;
+    *after_quote = true;
+    return top.node;
+  };
+  // Has the value started at stack depth 4 (under the arguments object) been completed?
+  auto value_done = [](const grammar::GrammarState& s) {
+    if (s.dead()) return true;
+    if (s.depth > 3) return false;
+    return !(s.depth == 3 && s.frames[2].phase == 2);
+  };
+  int32_t handled_value_at = -1;  // counted-token index of the last value start handled
+
+  for (;;) {
+    if (gs.complete()) {
+      t.call_complete = true;
+      if (t.counted < t.max_new_tokens) {
+        t.ids.push_back(chat.tool_call_end);
+        ++t.counted;
+        ++t.committed;
+        Feed(chat.tool_call_end);
+      }
+      t.ids.push_back(chat.im_end);
+      Feed(chat.im_end);
+      t.stop = StopReason::kCallDone;
+      return;
+    }
+    if (t.counted >= t.max_new_tokens) {
+      t.budget_out = true;
+      t.stop = StopReason::kBudget;
+      return;
+    }
+    const size_t n_allowed = tc.Mask(g, gs, allowed_);
+    if (n_allowed == 0) {
+      t.dead_end = true;
+      t.ids.push_back(chat.im_end);
+      Feed(chat.im_end);
+      t.stop = StopReason::kNoCandidate;
+      return;
+    }
+    const AllowedStats stats = StatsOf(logits_, allowed_);
+    bool after_quote = false;
+    const int32_t node = handled_value_at == static_cast<int32_t>(t.ids.size())
+                             ? -1
+                             : value_start(gs, &after_quote);
+    if (node >= 0) {
+      handled_value_at = static_cast<int32_t>(t.ids.size());
+      const grammar::SchemaNode& sn = g.schema().nodes[node];
+      // Enum grounding: values found in the query are teacher-forced; the best sum wins.
+      std::vector<std::string> grounded;
+      if (sn.has_enum) {
+        const std::string q = AlnumLower(t.query);
+        for (const std::string& v : grammar::StringEnumValues(sn)) {
+          const std::string a = AlnumLower(v);
+          // Values shorter than 3 characters never count ("on" is not grounded by "turn on":
+          // measured on the engine, which only runs its enum selection for longer values).
+          if (a.size() >= 3 && q.find(a) != std::string::npos) grounded.push_back(v);
+        }
+      }
+      if (!grounded.empty() && after_quote && t.remaining() >= pc.enum_min_budget) {
+        decoder_->Save(&branch_snapshot_);
+        std::copy(logits_.begin(), logits_.end(), branch_logits_.begin());
+        double best_score = -INFINITY;
+        std::vector<int32_t> best_ids;
+        for (const std::string& v : grounded) {
+          const std::vector<int32_t> ids = tokenizer_.Encode(v + "\"", false);
+          grammar::GrammarState probe;
+          grammar::CallGrammar::CopyState(gs, &probe);
+          bool ok = true;
+          for (int32_t id : ids) ok = ok && tc.Advance(g, probe, id);
+          if (!ok || ids.empty()) continue;
+          decoder_->Restore(branch_snapshot_);
+          std::copy(branch_logits_.begin(), branch_logits_.end(), logits_.begin());
+          double score = 0;
+          for (size_t i = 0; i < ids.size(); ++i) {
+            score += LogSoftmaxAt(logits_, ids[i]);
+            if (i + 1 < ids.size()) Feed(ids[i]);
+          }
+          if (score > best_score) {
+            best_score = score;
+            best_ids = ids;
+          }
+        }
+        decoder_->Restore(branch_snapshot_);
+        std::copy(branch_logits_.begin(), branch_logits_.end(), logits_.begin());
+        if (!best_ids.empty()) {
+          for (int32_t id : best_ids) {
+            if (t.counted >= t.max_new_tokens) break;
+            commit(id, true);
+          }
+          continue;
+        }
+      }
+      const bool branch_type =
+          (sn.has_enum && grounded.empty()) ||
+          (!sn.has_enum && (sn.types & (grammar::kTypeInteger | grammar::kTypeNumber |
+                                        grammar::kTypeBoolean | grammar::kTypeString)));
+      const int32_t top = BestAllowed(allowed_);
+      if (pc.trace)
+        fmt::print(stderr, "value start node {} after_quote {} grounded {} p_top {:.4f} left {}\n",
+                   node, after_quote, grounded.size(), stats.Prob(logits_[top]), t.remaining());
+      if (branch_type && stats.Prob(logits_[top]) < pc.branch_threshold &&
+          t.remaining() >= pc.branch_min_budget) {
+        // Value-start branching: explore the best few first tokens, keep the best mean log-prob.
+        std::vector<int32_t> cands;
+        for (int32_t id = 0; id < static_cast<int32_t>(logits_.size()); ++id)
+          if (allowed_[id]) cands.push_back(id);
+        const size_t width = std::min<size_t>(cands.size(), pc.branch_width);
+        std::partial_sort(cands.begin(), cands.begin() + width, cands.end(),
+                          [&](int32_t a, int32_t b) {
+                            return logits_[a] > logits_[b] || (logits_[a] == logits_[b] && a < b);
+                          });
+        cands.resize(width);
+        double cand_sum = 0;
+        for (int32_t c : cands) cand_sum += std::exp(double(logits_[c]) - stats.max);
+        decoder_->Save(&branch_snapshot_);
+        std::copy(logits_.begin(), logits_.end(), branch_logits_.begin());
+        double best_score = -INFINITY;
+        std::vector<int32_t> best_ids;
+        std::vector<double> best_probs;
+        for (int32_t c : cands) {
+          decoder_->Restore(branch_snapshot_);
+          std::copy(branch_logits_.begin(), branch_logits_.end(), logits_.begin());
+          grammar::GrammarState bs;
+          grammar::CallGrammar::CopyState(gs, &bs);
+          std::vector<int32_t> ids{c};
+          std::vector<double> probs{std::exp(double(logits_[c]) - stats.max) / cand_sum};
+          double sum_lp = stats.LogProb(logits_[c]);
+          tc.Advance(g, bs, c);
+          while (!value_done(bs) && static_cast<int>(ids.size()) < pc.branch_max_tokens) {
+            Feed(ids.back());
+            if (tc.Mask(g, bs, allowed_) == 0) break;
+            const AllowedStats st = StatsOf(logits_, allowed_);
+            const int32_t b = BestAllowed(allowed_);
+            sum_lp += st.LogProb(logits_[b]);
+            probs.push_back(st.Prob(logits_[b]));
+            ids.push_back(b);
+            tc.Advance(g, bs, b);
+          }
+          const double score = sum_lp / ids.size();
+          if (pc.trace)
+            fmt::print(stderr, "  branch {:?} score {:.4f} tokens {}\n",
+                       tokenizer_.Decode(ids), score, ids.size());
+          if (score > best_score) {
+            best_score = score;
+            best_ids = ids;
+            best_probs = probs;
+          }
+        }
+        decoder_->Restore(branch_snapshot_);
+        std::copy(branch_logits_.begin(), branch_logits_.end(), logits_.begin());
+        for (size_t i = 0; i < best_ids.size(); ++i) {
+          t.dc = std::min(t.dc, best_probs[i]);
+          commit(best_ids[i], /*counted=*/i == 0);
+        }
+        continue;
+      }
+    }
+    const int32_t best = BestAllowed(allowed_);
+    if (pc.trace) TraceStep("call", allowed_, t.counted);
+    t.dc = std::min(t.dc, stats.Prob(logits_[best]));
+    commit(best, true);
+  }
+}
+
+Reply Session::Respond(std::string_view input, int max_new_tokens) {
+  const auto& chat = renderer_.tokens();
+  Reply reply;
+  TurnState t;
+  t.query = std::string(input);
+  t.max_new_tokens = max_new_tokens;
+  const bool tool_result = !fresh_ && last_turn_had_calls_;
+  TurnResult& r = reply.turn;
+  r.turn_ids = fresh_ ? renderer_.FirstTurnIds(input)
+               : tool_result ? renderer_.ToolResultTurnIds(input, inventory_.size())
+                             : renderer_.UserTurnIds(input);
+  fresh_ = false;
+  report::Stopwatch pw;
+  Prefill(r.turn_ids);
+  r.prefill_seconds = pw.Seconds();
+  r.prefill_tps = r.turn_ids.size() / std::max(r.prefill_seconds, 1e-9);
+  report::Stopwatch dw;
+
+  if (inventory_.empty()) {
+    // Zero tools: the empty call is appended without sampling.
+    std::vector<int32_t> ids{chat.tool_call};
+    tokenizer_.EncodeAppend("[]", false, &ids);
+    ids.push_back(chat.tool_call_end);
+    ids.push_back(chat.im_end);
+    for (int32_t id : ids) Feed(id);
+    r.generated_ids = ids;
+    r.text = tokenizer_.Decode(ids);
+    r.stop = StopReason::kCallDone;
+    reply.zero_tools = true;
+    reply.type = "call";
+    reply.reasoning = "no tools declared, returning the empty call";
+    reply.confidence = 1.0;
+    reply.peak_ram_mb = double(report::PeakRssBytes()) / (1024.0 * 1024.0);
+    last_turn_had_calls_ = false;
+    return reply;
+  }
+
+  auto commit = [&](int32_t id) {
+    t.ids.push_back(id);
+    ++t.counted;
+    ++t.committed;
+    Feed(id);
+  };
+  auto think_phase = [&]() -> bool {  // true: continue with the call
+    while (t.counted < t.max_new_tokens) {
+      int32_t tok;
+      if (t.counted >= t.max_new_tokens - config_.protocol.think_reserve) {
+        tok = chat.think_end;
+      } else {
+        tok = BestAllowed(text_allowed_);
+      }
+      commit(tok);
+      if (tok == chat.eos || tok == chat.im_end) {
+        t.stop = tok == chat.eos ? StopReason::kEos : StopReason::kImEnd;
+        return false;
+      }
+      if (tok == chat.think_end) {
+        if (t.counted >= t.max_new_tokens) {
+          t.budget_out = true;
+          return false;
+        }
+        commit(chat.tool_call);
+        return true;
+      }
+      t.think_ids.push_back(tok);
+    }
+    t.budget_out = true;
+    return false;
+  };
+
+  if (max_new_tokens > 0) {
+    if (!tool_result) {
+      const int32_t first = logits_[chat.think] > logits_[chat.tool_call] ? chat.think
+                                                                           : chat.tool_call;
+      commit(first);
+      if (first == chat.tool_call || think_phase()) DecodeCall(t, false);
+    } else {
+      // Tool-result turn: <think>, <tool_call>, EOS, <|im_end|> or free text.
+      std::vector<uint8_t> first_allowed = text_allowed_;
+      first_allowed[chat.think] = 1;
+      first_allowed[chat.tool_call] = 1;
+      const int32_t first = BestAllowed(first_allowed);
+      commit(first);
+      if (first == chat.think) {
+        if (think_phase()) DecodeCall(t, true);
+      } else if (first == chat.tool_call) {
+        DecodeCall(t, true);
+      } else if (first == chat.eos || first == chat.im_end) {
+        t.stop = first == chat.eos ? StopReason::kEos : StopReason::kImEnd;
+      } else {
+        // Free text until EOS / <|im_end|> / budget.
+        std::vector<uint8_t> text_only = text_allowed_;
+        text_only[chat.think_end] = 0;
+        t.text_ids.push_back(first);
+        for (;;) {
+          if (t.counted >= t.max_new_tokens) {
+            t.stop = StopReason::kBudget;
+            break;
+          }
+          const AllowedStats st = StatsOf(logits_, text_only);
+          const int32_t tok = BestAllowed(text_only);
+          t.text_prob_sum += st.Prob(logits_[tok]);
+          ++t.text_prob_count;
+          commit(tok);
+          if (tok == chat.eos || tok == chat.im_end) {
+            t.stop = tok == chat.eos ? StopReason::kEos : StopReason::kImEnd;
+            break;
+          }
+          t.text_ids.push_back(tok);
+        }
+      }
+    }
+  }
+  r.decode_seconds = dw.Seconds();
+  Finish(t, &reply);
+  return reply;
+}
+
+void Session::Finish(TurnState& t, Reply* reply) {
+  TurnResult& r = reply->turn;
+  r.generated_ids = t.ids;
+  r.text = tokenizer_.Decode(t.ids);
+  r.stop = t.stop;
+  r.decode_tps = t.counted / std::max(r.decode_seconds, 1e-9);
+  reply->counted_tokens = t.committed;
+  reply->calls_text = t.calls;
+  reply->think_text = tokenizer_.Decode(t.think_ids);
+  reply->free_text = tokenizer_.Decode(t.text_ids);
+  const std::string_view think = text::TrimAscii(reply->think_text);
+  const std::string_view free = text::TrimAscii(reply->free_text);
+  if (!think.empty()) reply->reasoning = std::string(think);
+  else if (!free.empty()) reply->reasoning = std::string(free);
+  reply->head_confidence = HeadConfidence();
+  last_turn_had_calls_ = false;
+  if (t.call_started) {
+    reply->type = "call";
+    reply->decode_confidence = t.dc;
+    if (t.call_complete) {
+      const auto parsed = nlohmann::json::parse(t.calls, nullptr, false);
+      if (parsed.is_discarded()) {
+        reply->success = false;
+        reply->error = "malformed function_calls JSON: " + t.calls;
+        reply->error_code = "malformed";
+        reply->reason = "runtime_failure";
+      } else {
+        reply->function_calls = t.calls;
+        last_turn_had_calls_ = parsed.is_array() && !parsed.empty();
+        if (last_turn_had_calls_) {
+          // validation: scalar string/number arguments that do not occur in the query.
+          reply->has_validation = true;
+          const std::string q = LowerAscii(t.query);
+          for (const auto& call : parsed) {
+            if (!call.is_object() || !call.contains("arguments")) continue;
+            const auto& args = call["arguments"];
+            if (!args.is_object()) continue;
+            for (auto it = args.begin(); it != args.end(); ++it) {
+              std::string v;
+              if (it->is_string()) v = it->get<std::string>();
+              else if (it->is_number()) v = it->dump();
+              else continue;
+              if (q.find(LowerAscii(v)) == std::string::npos)
+                reply->ungrounded.push_back(call.value("name", "") + "." + it.key());
+            }
+          }
+          for (const char* w : {"don't", "dont", "never", "no longer", "do not"}) {
+            const size_t p = q.find(w);
+            if (p == std::string::npos) continue;
+            if (std::string_view(w) == "do not" && q.compare(p, 13, "do not forget") == 0)
+              continue;
+            reply->negation = true;
+          }
+        }
+      }
+    } else {
+      reply->success = false;
+      reply->error = "tool call truncated: token budget exhausted";
+      reply->error_code = "truncated";
+      reply->reason = "runtime_failure";
+    }
+  }
+  if (reply->head_confidence >= 0) {
+    double c;
+    if (reply->type == "call") {
+      c = std::min(reply->head_confidence, t.dc);
+    } else if (t.text_prob_count > 0) {
+      c = std::min(reply->head_confidence, t.text_prob_sum / t.text_prob_count);
+    } else {
+      c = 0;
+    }
+    reply->confidence = c;
+  }
+  reply->peak_ram_mb = double(report::PeakRssBytes()) / (1024.0 * 1024.0);
+}
+
+std::string Reply::EnvelopeJson() const {
+  auto str = [](const std::optional<std::string>& s) {
+    return s ? nlohmann::json(*s).dump() : std::string("null");
+  };
+  std::string out = "{\"type\":" + nlohmann::json(type).dump();
+  out += ",\"success\":";
+  out += success ? "true" : "false";
+  out += ",\"error\":" + str(error);
+  if (!zero_tools) {
+    out += ",\"error_code\":" + str(error_code);
+    out += ",\"reason\":" + str(reason);
+  }
+  out += ",\"function_calls\":" + function_calls;
+  out += ",\"reasoning\":" + str(reasoning);
+  out += confidence ? fmt::format(",\"confidence\":{:.4f}", *confidence)
+                    : std::string(",\"confidence\":null");
+  out += fmt::format(",\"prefill_tps\":{:.1f},\"decode_tps\":{:.1f},\"peak_ram_mb\":{:.1f}",
+                     turn.prefill_tps, zero_tools ? 0.0 : turn.decode_tps, peak_ram_mb);
+  if (has_validation) {
+    out += ",\"validation\":{\"ungrounded\":" + nlohmann::json(ungrounded).dump() +
+           ",\"negation\":" + (negation ? "true" : "false") + "}";
+  }
+  out += "}";
+  return out;
 }
 
 }  // namespace needle::session

@@ -1,16 +1,20 @@
 // A conversation with a Needle 2 model: renders the prompt (tools prefix pinned as KV sinks),
-// keeps a prefix snapshot so fresh queries only compute their own turn, and runs the decoding
-// loop. Decoding is greedy; the token choice goes through a TokenFilter so the grammar-
-// constrained protocol (PROTOCOL.md section 3) slots in without touching the loop.
+// keeps a prefix snapshot so fresh queries only compute their own turn, and runs the engine's turn
+// protocol (PROTOCOL.md sections 2-5): <think>/<tool_call> choice, think phase, grammar-
+// constrained tool calls, value-start branching, enum grounding, budget rules, conversation state,
+// tool-result turns, confidence and the reply envelope. A plain greedy loop (optionally through a
+// TokenFilter) is kept for `needle run --raw`.
 #pragma once
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
 
 #include "format/cact.h"
+#include "grammar/call_grammar.h"
 #include "model/decoder.h"
 #include "text/prompt.h"
 #include "text/tokenizer.h"
@@ -29,14 +33,27 @@ class TokenFilter {
   virtual void Commit(int32_t id) = 0;
 };
 
+// Knobs of the engine's protocol (defaults = the official engine's measured constants).
+struct ProtocolConfig {
+  int think_reserve = 32;          // </think> forced when generated >= max_new_tokens - this
+  float branch_threshold = 0.95f;  // value-start branching when p(best) < this
+  int branch_min_budget = 29;      // ... and at least this many tokens remain
+  int branch_width = 4;            // candidates explored
+  int branch_max_tokens = 24;      // tokens per explored value (first token included)
+  int enum_min_budget = 13;        // enum grounding needs this many tokens left
+  grammar::CompatOptions compat;   // engine quirks reproduced by the grammar
+  bool trace = false;              // print every decision to stderr (debugging)
+};
+
 struct SessionConfig {
   int threads = 1;
   uint32_t kv_window = 0;  // 0 = the header's kv_window
   const kernels::KernelTable* kernels = nullptr;
+  ProtocolConfig protocol;
 };
 
 // Why a turn stopped.
-enum class StopReason { kEos, kImEnd, kBudget, kNoCandidate };
+enum class StopReason { kEos, kImEnd, kBudget, kNoCandidate, kCallDone };
 const char* StopReasonName(StopReason r);
 
 struct TurnResult {
@@ -46,6 +63,30 @@ struct TurnResult {
   StopReason stop = StopReason::kBudget;
   double prefill_seconds = 0, decode_seconds = 0;
   double prefill_tps = 0, decode_tps = 0;  // turn tokens / prefill time; generated / decode time
+};
+
+// One needle_complete: the protocol's outcome and the reply envelope fields.
+struct Reply {
+  TurnResult turn;
+  int counted_tokens = 0;  // committed tokens, appended ones excluded (the engine's return value)
+  std::string type = "respond";    // "call" iff `[` was generated
+  bool success = true;
+  std::optional<std::string> error, error_code, reason;
+  std::string function_calls = "[]";  // JSON text, verbatim
+  std::string calls_text;             // the call text as generated (even when truncated)
+  std::string think_text;             // decoded think content (untrimmed)
+  std::string free_text;              // decoded free text of a respond turn
+  std::optional<std::string> reasoning;
+  std::optional<double> confidence;   // null for models without a confidence head
+  double head_confidence = -1, decode_confidence = -1;  // Hc, Dc (-1 = not available)
+  bool zero_tools = false;
+  // validation (non-empty successful calls only)
+  bool has_validation = false;
+  std::vector<std::string> ungrounded;
+  bool negation = false;
+  double peak_ram_mb = 0;
+  // The envelope JSON, keys in the engine's order and number formats (PROTOCOL.md section 4).
+  std::string EnvelopeJson() const;
 };
 
 class Session {
@@ -60,27 +101,47 @@ class Session {
   const text::Tokenizer& tokenizer() const { return tokenizer_; }
   const text::PromptRenderer& renderer() const { return renderer_; }
   double prefix_seconds() const { return prefix_seconds_; }
+  size_t num_tools() const { return inventory_.size(); }
 
-  // Back to the state right after the prefix.
+  // Back to the state right after the prefix (needle_reset): the conversation is forgotten.
   void Reset();
 
-  // A fresh query (first turn after the prefix): restores the prefix snapshot, prefills the turn
-  // and decodes greedily up to `max_tokens` committed tokens, EOS or <|im_end|>.
+  // needle_complete: the next turn of the conversation (a user turn, or a tool-result turn when
+  // the previous turn returned calls), decoded with the engine's protocol.
+  Reply Respond(std::string_view input, int max_new_tokens);
+
+  // Unconstrained (or filtered) greedy decoding of a fresh first turn, for --raw and tests:
+  // restores the prefix snapshot, prefills the turn and decodes up to `max_tokens` tokens.
   TurnResult Complete(std::string_view query, int max_tokens, TokenFilter* filter = nullptr);
 
  private:
+  struct TurnState;
   TurnResult Decode(std::vector<int32_t> turn_ids, int max_tokens, TokenFilter* filter);
+  void Prefill(std::span<const int32_t> ids);
+  void Feed(int32_t id);  // appends one token to the context; logits_ = the next distribution
+  int32_t BestAllowed(const std::vector<uint8_t>& allowed) const;
+  double HeadConfidence() const;
+  void TraceStep(const char* what, const std::vector<uint8_t>& allowed, int counted) const;
+  void DecodeCall(TurnState& t, bool require_call);
+  void Finish(TurnState& t, Reply* reply);
 
   const format::CactFile& file_;
+  SessionConfig config_;
   text::Tokenizer tokenizer_;
   text::PromptRenderer renderer_;
   model::Model model_;
   std::string tools_text_;
+  std::vector<std::string> inventory_;
+  std::unique_ptr<grammar::CallGrammar> grammar_;
+  std::unique_ptr<grammar::TokenConstraint> constraint_;
   std::vector<int32_t> prefix_ids_;
   std::unique_ptr<model::Decoder> decoder_;
-  model::Snapshot prefix_snapshot_;
-  std::vector<float> logits_;
-  std::vector<uint8_t> allowed_;  // [vocab] scratch for the filter's mask
+  model::Snapshot prefix_snapshot_, branch_snapshot_;
+  int confidence_head_ = -1;
+  bool fresh_ = true;              // no turn since the prefix
+  bool last_turn_had_calls_ = false;
+  std::vector<float> logits_, branch_logits_;
+  std::vector<uint8_t> allowed_, text_allowed_;
   double prefix_seconds_ = 0;
 };
 

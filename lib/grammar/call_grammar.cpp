@@ -1,0 +1,599 @@
+// Byte-level pushdown automaton for tool calls and the per-token constraint built on it.
+#include "grammar/call_grammar.h"
+
+#include <algorithm>
+#include <cstring>
+
+namespace needle::grammar {
+
+namespace {
+
+constexpr uint64_t kFnvOffset = 1469598103934665603ull;
+constexpr uint64_t kFnvPrime = 1099511628211ull;
+uint64_t Fnv(uint64_t h, uint8_t c) { return (h ^ c) * kFnvPrime; }
+
+constexpr std::string_view kNamePrefix = "\"name\":\"";          // after the call's `{`
+constexpr std::string_view kArgumentsKey = ",\"arguments\":";    // after the name's `"`
+
+bool IsDigit(uint8_t c) { return c >= '0' && c <= '9'; }
+bool IsHex(uint8_t c) {
+  return IsDigit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
+}
+int HexValue(uint8_t c) {
+  if (IsDigit(c)) return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  return c - 'A' + 10;
+}
+uint64_t AllBits(size_t n) { return n >= 64 ? ~uint64_t{0} : (uint64_t{1} << n) - 1; }
+
+// UTF-8 encoding of a BMP code point from a \uXXXX escape; 0 bytes for a lone surrogate.
+int EncodeUtf8(uint32_t cp, char* out) {
+  if (cp >= 0xD800 && cp <= 0xDFFF) return 0;
+  if (cp < 0x80) {
+    out[0] = static_cast<char>(cp);
+    return 1;
+  }
+  if (cp < 0x800) {
+    out[0] = static_cast<char>(0xC0 | (cp >> 6));
+    out[1] = static_cast<char>(0x80 | (cp & 0x3F));
+    return 2;
+  }
+  out[0] = static_cast<char>(0xE0 | (cp >> 12));
+  out[1] = static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+  out[2] = static_cast<char>(0x80 | (cp & 0x3F));
+  return 3;
+}
+
+// Escape letter -> the byte it stands for (0 = not a one-letter escape).
+uint8_t SimpleEscape(uint8_t c) {
+  switch (c) {
+    case '"': return '"';
+    case '\\': return '\\';
+    case '/': return '/';
+    case 'b': return 0x08;
+    case 'f': return 0x0C;
+    case 'n': return 0x0A;
+    case 'r': return 0x0D;
+    case 't': return 0x09;
+  }
+  return 0;
+}
+
+// Literal sets of Frame::literal_set.
+constexpr uint8_t kLiteralsEnum = 0, kLiteralsBool = 1, kLiteralsNull = 2;
+
+// After a value frame was popped: the parent moves past the value.
+void ValueDone(GrammarState& s) {
+  Frame& p = s.frames[s.depth - 1];
+  switch (p.kind) {
+    case FrameKind::kObject: p.phase = 3; break;
+    case FrameKind::kArray: p.phase = 1; break;
+    case FrameKind::kCall: p.phase = 3; break;
+    default: break;
+  }
+}
+
+}  // namespace
+
+CallGrammar::CallGrammar(CallSchema schema, CompatOptions compat)
+    : schema_(std::move(schema)),
+      compat_(compat),
+      bool_literals_{"true", "false"},
+      null_literals_{"null"} {
+  if (schema_.nodes.empty()) schema_.nodes.emplace_back();
+}
+
+GrammarState CallGrammar::Start(bool require_call) const {
+  GrammarState s;
+  s.depth = 1;
+  s.frames[0] = Frame{};
+  s.frames[0].kind = FrameKind::kTop;
+  s.require_call = require_call;
+  return s;
+}
+
+void CallGrammar::CopyState(const GrammarState& from, GrammarState* to) {
+  to->depth = from.depth;
+  std::copy(from.frames.begin(), from.frames.begin() + from.depth, to->frames.begin());
+  to->call_hash = from.call_hash;
+  to->calls_done = from.calls_done;
+  std::copy(from.done_hashes.begin(), from.done_hashes.begin() + from.calls_done,
+            to->done_hashes.begin());
+  to->require_call = from.require_call;
+}
+
+bool CallGrammar::Feed(GrammarState& s, uint8_t c) const {
+  for (;;) {
+    if (s.depth == 0) return false;
+    const Result r = Step(s, c);
+    if (r == Result::kAccept) {
+      if (s.depth >= 2 && s.frames[1].kind == FrameKind::kCall) s.call_hash = Fnv(s.call_hash, c);
+      return true;
+    }
+    if (r == Result::kReject) {
+      s.depth = 0;
+      return false;
+    }
+  }
+}
+
+int32_t CallGrammar::ArgumentValueStart(const GrammarState& s) const {
+  if (s.depth != 3) return -1;
+  const Frame& f = s.frames[2];
+  if (f.kind != FrameKind::kObject || f.phase != 2 || f.pending < 0) return -1;
+  const SchemaNode& n = schema_.nodes[f.node];
+  if (n.open_object) return -1;
+  return n.key_nodes[f.pending];
+}
+
+std::string_view CallGrammar::KeyCandidate(const Frame& f, size_t i) const {
+  if (f.node < 0) return schema_.tools[i].name;
+  return schema_.nodes[f.node].keys[i];
+}
+
+size_t CallGrammar::KeyCandidates(const Frame& f) const {
+  if (f.node < 0) return std::min(schema_.tools.size(), kMaxKeys);
+  return schema_.nodes[f.node].keys.size();
+}
+
+const std::vector<std::string>& CallGrammar::LiteralList(const Frame& f) const {
+  if (f.literal_set == kLiteralsBool) return bool_literals_;
+  if (f.literal_set == kLiteralsNull) return null_literals_;
+  return schema_.nodes[f.node].enum_literals;
+}
+
+bool CallGrammar::KeyCompare(Frame& f, uint8_t byte) const {
+  const bool open = f.node >= 0 && schema_.nodes[f.node].open_object;
+  if (!open) {
+    uint64_t alive = 0;
+    for (size_t i = 0; i < KeyCandidates(f); ++i) {
+      if (!(f.mask >> i & 1)) continue;
+      const std::string_view k = KeyCandidate(f, i);
+      if (static_cast<size_t>(f.count) < k.size() && static_cast<uint8_t>(k[f.count]) == byte)
+        alive |= uint64_t{1} << i;
+    }
+    f.mask = alive;
+    if (!alive) return false;
+  }
+  ++f.count;
+  return true;
+}
+
+CallGrammar::Result CallGrammar::KeyByte(GrammarState& s, Frame& f, uint8_t c) const {
+  switch (f.phase) {
+    case 0:
+      if (c == '"') {
+        // Close: the candidate spelled exactly.
+        const bool open = f.node >= 0 && schema_.nodes[f.node].open_object;
+        int32_t chosen = -1;
+        if (!open) {
+          for (size_t i = 0; i < KeyCandidates(f); ++i)
+            if ((f.mask >> i & 1) && KeyCandidate(f, i).size() == static_cast<size_t>(f.count))
+              chosen = static_cast<int32_t>(i);
+          if (chosen < 0) return Result::kReject;
+        }
+        --s.depth;
+        Frame& parent = s.frames[s.depth - 1];
+        parent.pending = chosen;
+        parent.phase = 1;
+        parent.count = 0;
+        if (parent.kind == FrameKind::kObject && chosen >= 0) parent.mask |= uint64_t{1} << chosen;
+        return Result::kAccept;
+      }
+      if (c == '\\') {
+        if (f.node < 0) return Result::kReject;  // tool names are matched literally
+        f.phase = 1;
+        return Result::kAccept;
+      }
+      if (c < 0x20) return Result::kReject;
+      return KeyCompare(f, c) ? Result::kAccept : Result::kReject;
+    case 1:
+      if (c == 'u') {
+        f.phase = 2;
+        f.hex = 0;
+        f.hex_digits = 0;
+        return Result::kAccept;
+      }
+      if (const uint8_t b = SimpleEscape(c)) {
+        f.phase = 0;
+        return KeyCompare(f, b) ? Result::kAccept : Result::kReject;
+      }
+      return Result::kReject;
+    default: {
+      if (!IsHex(c)) return Result::kReject;
+      f.hex = f.hex * 16 + HexValue(c);
+      if (++f.hex_digits < 4) return Result::kAccept;
+      f.phase = 0;
+      char buf[4];
+      const int n = EncodeUtf8(f.hex, buf);
+      if (n == 0) return Result::kReject;
+      for (int i = 0; i < n; ++i)
+        if (!KeyCompare(f, static_cast<uint8_t>(buf[i]))) return Result::kReject;
+      return Result::kAccept;
+    }
+  }
+}
+
+bool CallGrammar::CloseObject(GrammarState& s, const Frame& f) const {
+  const SchemaNode& n = schema_.nodes[f.node];
+  if (!n.open_object && (f.mask & n.required) != n.required) return false;
+  const bool arguments = s.depth == 3 && s.frames[1].kind == FrameKind::kCall;
+  if (arguments && compat_.refuse_duplicate_calls) {
+    const uint64_t h = Fnv(s.call_hash, '}');
+    for (int i = 0; i < s.calls_done; ++i)
+      if (s.done_hashes[i] == h) return false;
+    if (s.calls_done < kMaxRememberedCalls) s.done_hashes[s.calls_done++] = h;
+  }
+  return true;
+}
+
+CallGrammar::Result CallGrammar::StartValue(GrammarState& s, int32_t node, uint8_t c) const {
+  if (s.depth >= kMaxDepth) return Result::kReject;
+  const SchemaNode& n = schema_.nodes[node];
+  const uint8_t t = n.types;
+  auto allows = [t](uint8_t bits) { return t == 0 || (t & bits) != 0; };
+  Frame f;
+  f.node = node;
+  if (n.has_enum) {
+    f.kind = FrameKind::kLiteral;
+    f.literal_set = kLiteralsEnum;
+    f.mask = AllBits(std::min(n.enum_literals.size(), kMaxKeys));
+  } else if (c == '"' && allows(kTypeString)) {
+    f.kind = FrameKind::kString;
+    s.frames[s.depth++] = f;
+    return Result::kAccept;
+  } else if ((c == '-' || IsDigit(c)) && allows(kTypeInteger | kTypeNumber)) {
+    f.kind = FrameKind::kNumber;
+    f.integer_only = !allows(kTypeNumber);
+  } else if ((c == 't' || c == 'f') && allows(kTypeBoolean)) {
+    f.kind = FrameKind::kLiteral;
+    f.literal_set = kLiteralsBool;
+    f.mask = 3;
+  } else if (c == 'n' && allows(kTypeNull)) {
+    f.kind = FrameKind::kLiteral;
+    f.literal_set = kLiteralsNull;
+    f.mask = 1;
+  } else if (c == '{' && allows(kTypeObject)) {
+    f.kind = FrameKind::kObject;
+    s.frames[s.depth++] = f;
+    return Result::kAccept;
+  } else if (c == '[' && allows(kTypeArray)) {
+    f.kind = FrameKind::kArray;
+    s.frames[s.depth++] = f;
+    return Result::kAccept;
+  } else {
+    return Result::kReject;
+  }
+  s.frames[s.depth++] = f;
+  const Result r = Step(s, c);
+  return r == Result::kPopAndRefeed ? Result::kReject : r;
+}
+
+CallGrammar::Result CallGrammar::Step(GrammarState& s, uint8_t c) const {
+  Frame& f = s.frames[s.depth - 1];
+  switch (f.kind) {
+    case FrameKind::kTop:
+      switch (f.phase) {
+        case 0:
+          if (c != '[') return Result::kReject;
+          f.phase = 1;
+          return Result::kAccept;
+        case 1:
+        case 3:
+          if (c == ']' && f.phase == 1 && !s.require_call) {
+            f.phase = 4;
+            return Result::kAccept;
+          }
+          if (c != '{' || schema_.tools.empty()) return Result::kReject;
+          s.frames[s.depth++] = Frame{FrameKind::kCall};
+          s.call_hash = kFnvOffset;  // the `{` is hashed by Feed
+          return Result::kAccept;
+        case 2:
+          if (c == ',') f.phase = 3;
+          else if (c == ']') f.phase = 4;
+          else return Result::kReject;
+          return Result::kAccept;
+        default:
+          return Result::kReject;
+      }
+    case FrameKind::kCall:
+      switch (f.phase) {
+        case 0:  // "name":"
+          if (c != static_cast<uint8_t>(kNamePrefix[f.count])) return Result::kReject;
+          if (++f.count == static_cast<int32_t>(kNamePrefix.size())) {
+            Frame key{FrameKind::kKey};
+            key.node = -1;
+            key.mask = AllBits(KeyCandidates(key));
+            key.count = 0;
+            s.frames[s.depth++] = key;
+          }
+          return Result::kAccept;
+        case 1:  // ,"arguments":
+          if (c != static_cast<uint8_t>(kArgumentsKey[f.count])) return Result::kReject;
+          if (++f.count == static_cast<int32_t>(kArgumentsKey.size())) f.phase = 2;
+          return Result::kAccept;
+        case 2:
+          if (c != '{') return Result::kReject;
+          {
+            Frame obj{FrameKind::kObject};
+            obj.node = schema_.tools[f.pending].arguments;
+            s.frames[s.depth++] = obj;
+          }
+          return Result::kAccept;
+        default:
+          if (c != '}') return Result::kReject;
+          --s.depth;
+          s.frames[s.depth - 1].phase = 2;
+          return Result::kAccept;
+      }
+    case FrameKind::kObject: {
+      const SchemaNode& n = schema_.nodes[f.node];
+      const uint64_t unused = n.open_object ? 1 : AllBits(n.keys.size()) & ~f.mask;
+      auto push_key = [&] {
+        Frame key{FrameKind::kKey};
+        key.node = f.node;
+        key.mask = unused;
+        s.frames[s.depth++] = key;
+        return Result::kAccept;
+      };
+      auto close = [&] {
+        if (!CloseObject(s, f)) return Result::kReject;
+        --s.depth;
+        ValueDone(s);
+        return Result::kAccept;
+      };
+      switch (f.phase) {
+        case 0:
+          if (c == '"' && unused) return push_key();
+          if (c == '}') return close();
+          return Result::kReject;
+        case 1:
+          if (c != ':') return Result::kReject;
+          f.phase = 2;
+          return Result::kAccept;
+        case 2:
+          return StartValue(s, n.open_object ? 0 : n.key_nodes[f.pending], c);
+        case 3:
+          if (c == ',' && unused) {
+            f.phase = 4;
+            return Result::kAccept;
+          }
+          if (c == '}') return close();
+          return Result::kReject;
+        default:
+          if (c == '"') return push_key();
+          if (c == '}' && compat_.allow_comma_close) return close();
+          return Result::kReject;
+      }
+    }
+    case FrameKind::kArray: {
+      const SchemaNode& n = schema_.nodes[f.node];
+      const int32_t items = n.items >= 0 ? n.items : 0;
+      auto close = [&] {
+        if (f.count < n.min_items) return Result::kReject;
+        --s.depth;
+        ValueDone(s);
+        return Result::kAccept;
+      };
+      switch (f.phase) {
+        case 0:
+        case 2:
+          if (c == ']' && f.phase == 0) return close();
+          if (n.max_items >= 0 && f.count >= n.max_items) return Result::kReject;
+          ++f.count;
+          return StartValue(s, items, c);
+        default:
+          if (c == ']') return close();
+          if (c != ',') return Result::kReject;
+          f.phase = 2;
+          return Result::kAccept;
+      }
+    }
+    case FrameKind::kKey:
+      return KeyByte(s, f, c);
+    case FrameKind::kString: {
+      const SchemaNode& n = schema_.nodes[f.node];
+      auto count_char = [&] {
+        ++f.count;
+        return n.max_length < 0 || f.count <= n.max_length;
+      };
+      switch (f.phase) {
+        case 0:
+          if (c == '"') {
+            --s.depth;
+            ValueDone(s);
+            return Result::kAccept;
+          }
+          if (c == '\\') {
+            f.phase = 1;
+            return Result::kAccept;
+          }
+          if (c < 0x20) return Result::kReject;
+          if ((c & 0xC0) == 0x80) return Result::kAccept;  // UTF-8 continuation
+          return count_char() ? Result::kAccept : Result::kReject;
+        case 1:
+          if (c == 'u') {
+            f.phase = 2;
+            f.hex_digits = 0;
+            return Result::kAccept;
+          }
+          if (!SimpleEscape(c)) return Result::kReject;
+          f.phase = 0;
+          return count_char() ? Result::kAccept : Result::kReject;
+        default:
+          if (!IsHex(c)) return Result::kReject;
+          if (++f.hex_digits == 4) {
+            f.phase = 0;
+            return count_char() ? Result::kAccept : Result::kReject;
+          }
+          return Result::kAccept;
+      }
+    }
+    case FrameKind::kNumber: {
+      auto end = [&] {
+        --s.depth;
+        ValueDone(s);
+        return Result::kPopAndRefeed;
+      };
+      const bool digit = IsDigit(c);
+      switch (f.phase) {
+        case 0:
+          if (c == '-') f.phase = 1;
+          else if (digit) f.phase = 2;
+          else return Result::kReject;
+          return Result::kAccept;
+        case 1:
+        case 3:
+        case 6:
+          if (!digit) return Result::kReject;
+          f.phase = f.phase == 1 ? 2 : f.phase == 3 ? 4 : 7;
+          return Result::kAccept;
+        case 2:
+          if (digit) return Result::kAccept;
+          if (!f.integer_only && c == '.') {
+            f.phase = 3;
+            return Result::kAccept;
+          }
+          if (!f.integer_only && (c == 'e' || c == 'E')) {
+            f.phase = 5;
+            return Result::kAccept;
+          }
+          return end();
+        case 4:
+          if (digit) return Result::kAccept;
+          if (c == 'e' || c == 'E') {
+            f.phase = 5;
+            return Result::kAccept;
+          }
+          return end();
+        case 5:
+          if (c == '+' || c == '-') f.phase = 6;
+          else if (digit) f.phase = 7;
+          else return Result::kReject;
+          return Result::kAccept;
+        default:
+          if (digit) return Result::kAccept;
+          return end();
+      }
+    }
+    case FrameKind::kLiteral:
+      return LiteralByte(s, f, c);
+  }
+  return Result::kReject;
+}
+
+CallGrammar::Result CallGrammar::LiteralMatch(GrammarState& s, Frame& f, uint8_t c,
+                                              bool decoded) const {
+  const std::vector<std::string>& lits = LiteralList(f);
+  const size_t n = std::min(lits.size(), kMaxKeys);
+  uint64_t next = 0;
+  bool ended = false;  // an alive candidate is complete before c
+  for (size_t i = 0; i < n; ++i) {
+    if (!(f.mask >> i & 1)) continue;
+    const std::string& lit = lits[i];
+    const size_t at = static_cast<size_t>(f.count);
+    if (at == lit.size()) ended = true;
+    // A decoded escape never stands for a string literal's closing quote.
+    else if (static_cast<uint8_t>(lit[at]) == c && !(decoded && at + 1 == lit.size()))
+      next |= uint64_t{1} << i;
+  }
+  if (!next) {
+    if (!ended || decoded) return Result::kReject;
+    --s.depth;
+    ValueDone(s);
+    return Result::kPopAndRefeed;
+  }
+  f.mask = next;
+  ++f.count;
+  // Close at once when every remaining candidate is complete (e.g. after a string's `"`).
+  bool longer = false;
+  for (size_t i = 0; i < n; ++i)
+    if ((next >> i & 1) && lits[i].size() > static_cast<size_t>(f.count)) longer = true;
+  if (!longer) {
+    --s.depth;
+    ValueDone(s);
+  }
+  return Result::kAccept;
+}
+
+// Enum strings accept escapes inside the quotes (as the engine does); a decoded escape is matched
+// against the literals like a plain byte, a half-written `\u` escape is not checked yet.
+CallGrammar::Result CallGrammar::LiteralByte(GrammarState& s, Frame& f, uint8_t c) const {
+  switch (f.phase) {
+    case 1:
+      if (c == 'u') {
+        f.phase = 2;
+        f.hex = 0;
+        f.hex_digits = 0;
+        return Result::kAccept;
+      }
+      if (const uint8_t b = SimpleEscape(c)) {
+        f.phase = 0;
+        return LiteralMatch(s, f, b, true);
+      }
+      return Result::kReject;
+    case 2: {
+      if (!IsHex(c)) return Result::kReject;
+      f.hex = f.hex * 16 + HexValue(c);
+      if (++f.hex_digits < 4) return Result::kAccept;
+      f.phase = 0;
+      char buf[4];
+      const int n = EncodeUtf8(f.hex, buf);
+      if (n == 0) return Result::kReject;
+      for (int i = 0; i < n; ++i)
+        if (LiteralMatch(s, f, static_cast<uint8_t>(buf[i]), true) != Result::kAccept)
+          return Result::kReject;
+      return Result::kAccept;
+    }
+    default:
+      break;
+  }
+  if (c == '\\' && f.literal_set == kLiteralsEnum && f.count >= 1) {
+    // Only inside string literals (every alive candidate starts with a quote).
+    const std::vector<std::string>& lits = LiteralList(f);
+    bool strings = true;
+    for (size_t i = 0; i < std::min(lits.size(), kMaxKeys); ++i)
+      if ((f.mask >> i & 1) && lits[i][0] != '"') strings = false;
+    if (strings) {
+      f.phase = 1;
+      return Result::kAccept;
+    }
+  }
+  return LiteralMatch(s, f, c, false);
+}
+
+TokenConstraint::TokenConstraint(std::vector<std::string> bytes, std::vector<uint8_t> text_token)
+    : bytes_(std::move(bytes)) {
+  for (size_t id = 0; id < bytes_.size(); ++id)
+    if (!bytes_[id].empty() && text_token[id])
+      by_first_byte_[static_cast<uint8_t>(bytes_[id][0])].push_back(static_cast<int32_t>(id));
+}
+
+size_t TokenConstraint::Mask(const CallGrammar& g, const GrammarState& s,
+                             std::span<uint8_t> allowed) {
+  std::fill(allowed.begin(), allowed.end(), uint8_t{0});
+  size_t count = 0;
+  if (s.dead()) return 0;
+  for (int b = 0; b < 256; ++b) {
+    const auto& bucket = by_first_byte_[b];
+    if (bucket.empty()) continue;
+    CallGrammar::CopyState(s, &first_);
+    if (!g.Feed(first_, static_cast<uint8_t>(b))) continue;
+    for (int32_t id : bucket) {
+      const std::string& t = bytes_[id];
+      if (t.size() == 1) {
+        allowed[id] = 1;
+        ++count;
+        continue;
+      }
+      CallGrammar::CopyState(first_, &scratch_);
+      if (g.Feed(scratch_, std::string_view(t).substr(1))) {
+        allowed[id] = 1;
+        ++count;
+      }
+    }
+  }
+  return count;
+}
+
+}  // namespace needle::grammar

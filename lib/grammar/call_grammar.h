@@ -1,0 +1,133 @@
+// The tool-call grammar (PROTOCOL.md section 3) as a byte-level pushdown automaton, and the token
+// constraint built on it: a token is allowed iff the grammar accepts its ENTIRE byte string.
+//
+// Accepted language: `[` then `]`, or `{"name":"<tool>","arguments":{...}}` objects joined by `,`,
+// then `]`; no whitespace outside strings; arguments follow the tool's schema (keys from
+// properties, each at most once, `}` only when the required keys are present, typed values,
+// enums, maxLength, array item counts). Two behaviours of the official engine are reproduced on
+// purpose (CompatOptions), because its answers depend on them:
+//  - a call identical to an earlier call of the same turn cannot be closed (its arguments' `}`
+//    is refused), and
+//  - after `,` inside an object, `}` is accepted (when the required keys are present), which
+//    yields the engine's "malformed" replies.
+// Argument keys accept JSON escapes; an escape is matched against the declared keys once it is
+// complete (the engine does the same, so a half-written `\u` escape can dead-end a key). Tool
+// names are matched literally (no escapes), as the engine does.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "grammar/schema.h"
+
+namespace needle::grammar {
+
+struct CompatOptions {
+  bool refuse_duplicate_calls = true;
+  bool allow_comma_close = true;  // `,}` in objects (engine behaviour; yields malformed JSON)
+};
+
+enum class FrameKind : uint8_t { kTop, kCall, kObject, kArray, kKey, kString, kNumber, kLiteral };
+
+// One level of the pushdown stack. Plain data: states are copied per candidate token.
+struct Frame {
+  FrameKind kind = FrameKind::kTop;
+  uint8_t phase = 0;
+  uint8_t literal_set = 0;  // kLiteral: which candidate list (see call_grammar.cpp)
+  bool integer_only = false;
+  int32_t node = 0;     // schema node (kKey: object node, or -1 = tool names)
+  uint64_t mask = 0;    // kObject: keys used; kKey/kLiteral: candidates alive
+  int32_t count = 0;    // kArray: items; kString: chars; kKey/kLiteral/kCall: byte offset
+  int32_t pending = -1; // kObject: key just read; kCall: chosen tool
+  uint32_t hex = 0;     // kKey: \u accumulator
+  uint8_t hex_digits = 0;
+  uint8_t utf8_len = 0, utf8_pos = 0;  // kKey: bytes of a decoded escape still to compare
+  std::array<char, 4> utf8{};
+};
+
+inline constexpr int kMaxDepth = 24;
+inline constexpr int kMaxRememberedCalls = 16;
+
+struct GrammarState {
+  std::array<Frame, kMaxDepth> frames{};
+  int depth = 0;                // frames[0 .. depth-1] are live; 0 = dead
+  uint64_t call_hash = 0;       // FNV-1a of the current call's bytes (from its `{`)
+  int calls_done = 0;
+  std::array<uint64_t, kMaxRememberedCalls> done_hashes{};
+  bool require_call = false;    // `[]` refused (tool-result turns)
+
+  bool dead() const { return depth == 0; }
+  const Frame& top() const { return frames[depth - 1]; }
+  // The whole call array was closed (`]`).
+  bool complete() const { return depth == 1 && frames[0].phase == 4; }
+};
+
+class CallGrammar {
+ public:
+  CallGrammar(CallSchema schema, CompatOptions compat = {});
+
+  const CallSchema& schema() const { return schema_; }
+  GrammarState Start(bool require_call = false) const;
+
+  // Feeds one byte; false = rejected (the state is then unspecified: feed copies).
+  bool Feed(GrammarState& s, uint8_t byte) const;
+  bool Feed(GrammarState& s, std::string_view bytes) const {
+    for (char c : bytes)
+      if (!Feed(s, static_cast<uint8_t>(c))) return false;
+    return true;
+  }
+  // Copies the live part of `from` into `to` (cheaper than assignment of the whole array).
+  static void CopyState(const GrammarState& from, GrammarState* to);
+
+  // Argument-value start: the top frame is an arguments-object property waiting for its value.
+  // Returns the value's schema node, or -1 if not at such a point.
+  int32_t ArgumentValueStart(const GrammarState& s) const;
+
+ private:
+  enum class Result { kAccept, kReject, kPopAndRefeed };
+  Result Step(GrammarState& s, uint8_t c) const;
+  // Pushes the frame for a value of `node` starting with byte c (c is consumed by the new frame).
+  Result StartValue(GrammarState& s, int32_t node, uint8_t c) const;
+  Result KeyByte(GrammarState& s, Frame& f, uint8_t c) const;
+  bool KeyCompare(Frame& f, uint8_t byte) const;  // narrows candidates by one decoded byte
+  bool CloseObject(GrammarState& s, const Frame& f) const;
+  Result LiteralByte(GrammarState& s, Frame& f, uint8_t c) const;
+  Result LiteralMatch(GrammarState& s, Frame& f, uint8_t c, bool decoded) const;
+  std::string_view KeyCandidate(const Frame& f, size_t i) const;
+  size_t KeyCandidates(const Frame& f) const;
+  const std::vector<std::string>& LiteralList(const Frame& f) const;
+
+  CallSchema schema_;
+  CompatOptions compat_;
+  std::vector<std::string> bool_literals_, null_literals_, bool_null_literals_;
+};
+
+// Per-token byte strings of a vocabulary with a first-byte index, and the masking step.
+class TokenConstraint {
+ public:
+  // `bytes[id]` = the token's surface bytes; `grammar_ok[id]` = 0 for special tokens that are
+  // never part of call text (control and chat markers).
+  TokenConstraint(std::vector<std::string> bytes, std::vector<uint8_t> text_token);
+
+  size_t vocab() const { return bytes_.size(); }
+  std::string_view bytes(int32_t id) const { return bytes_[id]; }
+
+  // allowed[id] = 1 iff the grammar accepts the token's entire byte string from `s`.
+  // Only tokens whose first byte the grammar accepts are tested. Returns the count.
+  size_t Mask(const CallGrammar& g, const GrammarState& s, std::span<uint8_t> allowed);
+  // The state after feeding token `id` (the caller checked it is allowed).
+  bool Advance(const CallGrammar& g, GrammarState& s, int32_t id) const {
+    return g.Feed(s, bytes_[id]);
+  }
+
+ private:
+  std::vector<std::string> bytes_;
+  std::array<std::vector<int32_t>, 256> by_first_byte_;
+  GrammarState scratch_, first_;
+};
+
+}  // namespace needle::grammar

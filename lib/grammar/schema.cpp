@@ -1,0 +1,133 @@
+// Tool JSON schema -> SchemaNode tree (only the keywords the call grammar enforces).
+#include "grammar/schema.h"
+
+#include <nlohmann/json.hpp>
+
+namespace needle::grammar {
+
+namespace {
+
+using Json = nlohmann::json;
+
+uint8_t TypeBitOf(const std::string& t) {
+  if (t == "string") return kTypeString;
+  if (t == "integer") return kTypeInteger;
+  if (t == "number") return kTypeNumber;
+  if (t == "boolean") return kTypeBoolean;
+  if (t == "null") return kTypeNull;
+  if (t == "object") return kTypeObject;
+  if (t == "array") return kTypeArray;
+  return 0;
+}
+
+int64_t IntOr(const Json& j, const char* key, int64_t fallback) {
+  auto it = j.find(key);
+  if (it == j.end() || !it->is_number()) return fallback;
+  return it->get<int64_t>();
+}
+
+class Builder {
+ public:
+  explicit Builder(CallSchema* out) : out_(out) {}
+
+  // Appends the node for schema `j` (and its children); returns its index.
+  int32_t Add(const Json& j, int depth) {
+    const int32_t index = static_cast<int32_t>(out_->nodes.size());
+    out_->nodes.emplace_back();
+    if (!j.is_object() || depth > 32) return index;
+    SchemaNode n;
+    if (auto t = j.find("type"); t != j.end()) {
+      if (t->is_string()) n.types = TypeBitOf(t->get<std::string>());
+      if (t->is_array())
+        for (const Json& e : *t)
+          if (e.is_string()) n.types |= TypeBitOf(e.get<std::string>());
+    }
+    const Json* values = nullptr;
+    Json const_holder;
+    if (auto e = j.find("enum"); e != j.end() && e->is_array() && !e->empty()) values = &*e;
+    if (auto c = j.find("const"); c != j.end()) {
+      const_holder = Json::array({*c});
+      values = &const_holder;
+    }
+    if (values) {
+      n.has_enum = true;
+      for (const Json& v : *values) {
+        // Keep only values the declared type allows.
+        uint8_t bit = v.is_string()             ? kTypeString
+                      : v.is_number_integer()   ? kTypeInteger | kTypeNumber
+                      : v.is_number()           ? kTypeNumber
+                      : v.is_boolean()          ? kTypeBoolean
+                      : v.is_null()             ? kTypeNull
+                                                : 0;
+        if (n.types && !(n.types & bit)) continue;
+        if (bit) n.enum_literals.push_back(v.dump());
+      }
+    }
+    n.max_length = IntOr(j, "maxLength", -1);
+    if (auto p = j.find("properties"); p != j.end() && p->is_object() && !p->empty()) {
+      if (!n.types) n.types = kTypeObject;
+      n.open_object = false;
+      for (auto it = p->begin(); it != p->end() && n.keys.size() < kMaxKeys; ++it) {
+        n.keys.push_back(it.key());
+        n.key_nodes.push_back(-1);  // filled below (children are appended after this node)
+      }
+      if (auto r = j.find("required"); r != j.end() && r->is_array())
+        for (const Json& k : *r)
+          if (k.is_string())
+            for (size_t i = 0; i < n.keys.size(); ++i)
+              if (n.keys[i] == k.get<std::string>()) n.required |= uint64_t{1} << i;
+    }
+    if (auto items = j.find("items"); items != j.end() && items->is_object()) n.items = -2;
+    n.min_items = IntOr(j, "minItems", 0);
+    n.max_items = IntOr(j, "maxItems", -1);
+    out_->nodes[index] = n;
+    // Children (indices stay valid: nodes are addressed by index, never by pointer).
+    if (!out_->nodes[index].open_object) {
+      const Json& props = j["properties"];
+      for (size_t i = 0; i < out_->nodes[index].keys.size(); ++i) {
+        const int32_t child = Add(props[out_->nodes[index].keys[i]], depth + 1);
+        out_->nodes[index].key_nodes[i] = child;
+      }
+    }
+    if (out_->nodes[index].items == -2) {
+      const int32_t child = Add(j["items"], depth + 1);
+      out_->nodes[index].items = child;
+    }
+    return index;
+  }
+
+ private:
+  CallSchema* out_;
+};
+
+}  // namespace
+
+CallSchema BuildCallSchema(const std::vector<std::string>& tool_objects) {
+  CallSchema s;
+  s.nodes.emplace_back();  // 0: any value
+  Builder b(&s);
+  for (const std::string& text : tool_objects) {
+    const Json tool = Json::parse(text, nullptr, /*allow_exceptions=*/false);
+    if (!tool.is_object() || !tool.contains("name") || !tool["name"].is_string()) continue;
+    ToolSchema t;
+    t.name = tool["name"].get<std::string>();
+    auto params = tool.find("parameters");
+    t.arguments = b.Add(params != tool.end() ? *params : Json::object(), 0);
+    // The arguments are always an object, even when the schema says nothing.
+    s.nodes[t.arguments].types = kTypeObject;
+    s.tools.push_back(std::move(t));
+  }
+  return s;
+}
+
+std::vector<std::string> StringEnumValues(const SchemaNode& node) {
+  std::vector<std::string> out;
+  if (!node.has_enum) return out;
+  for (const std::string& lit : node.enum_literals) {
+    const Json v = Json::parse(lit, nullptr, false);
+    if (v.is_string()) out.push_back(v.get<std::string>());
+  }
+  return out;
+}
+
+}  // namespace needle::grammar

@@ -1,0 +1,60 @@
+// Tool schemas reduced to what the call grammar enforces (PROTOCOL.md section 3): per node the
+// allowed JSON types, enum literals, string length, object keys/required keys and array items.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace needle::grammar {
+
+// Bits of SchemaNode::types. 0 means "any JSON value".
+enum TypeBit : uint8_t {
+  kTypeString = 1,
+  kTypeInteger = 2,
+  kTypeNumber = 4,  // integer or number with fraction/exponent
+  kTypeBoolean = 8,
+  kTypeNull = 16,
+  kTypeObject = 32,
+  kTypeArray = 64,
+};
+
+inline constexpr size_t kMaxKeys = 64;  // properties per object the grammar tracks (bit masks)
+
+struct SchemaNode {
+  uint8_t types = 0;
+  // enum / const: the allowed values as minified JSON literals (strings keep their quotes).
+  bool has_enum = false;
+  std::vector<std::string> enum_literals;
+  int64_t max_length = -1;  // strings: characters; -1 = unbounded
+  // Objects: declared properties (first kMaxKeys), their schema nodes, required mask.
+  // `open_object`: no properties declared, so any object is accepted.
+  std::vector<std::string> keys;
+  std::vector<int32_t> key_nodes;
+  uint64_t required = 0;
+  bool open_object = true;
+  // Arrays.
+  int32_t items = -1;  // -1 = any value
+  int64_t min_items = 0, max_items = -1;
+};
+
+struct ToolSchema {
+  std::string name;
+  int32_t arguments = 0;  // node index of the arguments object
+};
+
+// All tools of one tools text; nodes[0] is the "any value" node.
+struct CallSchema {
+  std::vector<SchemaNode> nodes;
+  std::vector<ToolSchema> tools;
+};
+
+// Builds the schema from the tool inventory (minified tool objects, text::ToolInventory). Tools
+// without a usable "parameters.properties" object are schemaless (any arguments object).
+CallSchema BuildCallSchema(const std::vector<std::string>& tool_objects);
+
+// The enum values of a string-enum node as plain strings (unquoted); empty if none.
+std::vector<std::string> StringEnumValues(const SchemaNode& node);
+
+}  // namespace needle::grammar
