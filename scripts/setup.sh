@@ -6,7 +6,7 @@ SUDO=""
 if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
 PKGS=(build-essential cmake ninja-build pkg-config
       libcli11-dev nlohmann-json3-dev libfmt-dev libspdlog-dev catch2
-      python3 python3-numpy python3-sentencepiece)
+      python3 python3-numpy python3-sentencepiece clang-format clang-tidy)
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
