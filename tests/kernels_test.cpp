@@ -6,12 +6,14 @@
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <random>
 #include <vector>
 
 #include "base/fp16.h"
 #include "kernels/cq_matmul.h"
 #include "kernels/dispatch.h"
+#include "kernels/ops.h"
 #include "kernels/parallel.h"
 
 namespace {
@@ -208,5 +210,24 @@ TEST_CASE("ChunkPool runs every chunk exactly once, job after job", "[kernels][p
     }
     INFO("threads " << threads);
     CHECK(bad == 0);
+  }
+}
+
+TEST_CASE("RoPE from cached angles equals the per-call rotation bit for bit", "[kernels]") {
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<float> value(-3.f, 3.f);
+  for (size_t hd : {size_t{2}, size_t{8}, size_t{64}, size_t{130}}) {
+    std::vector<float> freqs(hd / 2), cs(hd);
+    needle::kernels::RopeFrequencies(hd, 100000.f, freqs.data());
+    for (float pos : {0.f, 1.f, 37.f, 2047.f}) {
+      std::vector<float> a(hd);
+      for (float& v : a) v = value(rng);
+      std::vector<float> b = a;
+      needle::kernels::RopeHalfSplit(a.data(), hd, freqs.data(), pos);
+      needle::kernels::RopeAngles(hd, freqs.data(), pos, cs.data());
+      needle::kernels::RopeRotate(b.data(), hd, cs.data());
+      INFO("head_dim " << hd << " pos " << pos);
+      CHECK(std::memcmp(a.data(), b.data(), hd * sizeof(float)) == 0);
+    }
   }
 }
