@@ -20,23 +20,26 @@ inline float HorizontalSum(__m256 v) {
 }
 
 // Levels of 8 consecutive codes (BITS bytes, byte aligned): variable shifts, then a register
-// table lookup (vpermps; 4-bit codes use two tables and a blend).
+// table lookup (vpermps; 4-bit codes use two tables and a blend). vpermps reads only the low three
+// bits of an index and the blend only bit 3, so shifted codes need no mask: for 2-bit codes the
+// table repeats the four levels (entry i holds levels[i mod 4]).
 template <uint32_t BITS>
 struct PermuteDecoder {
   static constexpr uint32_t kBits = BITS;
   __m256 lo, hi;
-  __m256i shifts, mask;
+  __m256i shifts;
   explicit PermuteDecoder(const CqMatrix& m)
-      : lo(_mm256_loadu_ps(m.levels)),
-        hi(_mm256_loadu_ps(m.levels + 8)),
+      : hi(_mm256_loadu_ps(m.levels + 8)),
         shifts(
-            _mm256_setr_epi32(0, BITS, 2 * BITS, 3 * BITS, 4 * BITS, 5 * BITS, 6 * BITS, 7 * BITS)),
-        mask(_mm256_set1_epi32((1 << BITS) - 1)) {}
+            _mm256_setr_epi32(0, BITS, 2 * BITS, 3 * BITS, 4 * BITS, 5 * BITS, 6 * BITS, 7 * BITS)) {
+    float t[8];
+    for (uint32_t i = 0; i < 8; ++i) t[i] = m.levels[BITS == 2 ? i % 4 : i];
+    lo = _mm256_loadu_ps(t);
+  }
   __m256 Eight(const uint8_t* p) const {
     uint32_t word = 0;
     std::memcpy(&word, p, BITS);
-    const __m256i idx = _mm256_and_si256(
-        _mm256_srlv_epi32(_mm256_set1_epi32(static_cast<int>(word)), shifts), mask);
+    const __m256i idx = _mm256_srlv_epi32(_mm256_set1_epi32(static_cast<int>(word)), shifts);
     __m256 w = _mm256_permutevar8x32_ps(lo, idx);
     if constexpr (BITS == 4) {
       const __m256 w_hi = _mm256_permutevar8x32_ps(hi, idx);
@@ -135,8 +138,9 @@ void CqGemmAvx2(const CqMatrix& m, const float* x_hat, size_t n, size_t row_begi
   if (m.group % 8 != 0) return CqGemmReference(m, x_hat, n, row_begin, row_end, y, ldy);
   switch (m.code_bits) {
     case 2: {
-      // The byte table costs 256 stores: worth it once a call decodes more than a few rows.
-      if ((row_end - row_begin) * m.row_bytes < 1024)
+      // The byte table costs ~5k instructions to build: worth it only when each decoded chunk
+      // serves a tile of tokens over many rows. One token: shifts and the register table.
+      if (n == 1 || (row_end - row_begin) * m.row_bytes < 1024)
         return Gemm(PermuteDecoder<2>(m), m, x_hat, n, row_begin, row_end, y, ldy);
       alignas(32) float lut[256 * 4];
       for (int b = 0; b < 256; ++b)

@@ -12,12 +12,13 @@ namespace {
 const KernelTable kScalar{"scalar", &CqGemmReference};
 #if defined(NEEDLE_X86)
 const KernelTable kAvx2{"avx2", &CqGemmAvx2};
+const KernelTable kAvx512{"avx512", &CqGemmAvx512};
 #endif
 
-// The table for an ISA level this CPU supports (levels without their own table use the next
-// lower one: AVX-512 CPUs run the AVX2 products).
+// The table for an ISA level this CPU supports.
 const KernelTable& TableFor(Isa isa) {
 #if defined(NEEDLE_X86)
+  if (isa >= Isa::kAvx512) return kAvx512;
   if (isa >= Isa::kAvx2) return kAvx2;
 #endif
   (void)isa;
@@ -32,6 +33,7 @@ std::vector<std::string> AvailableIsas() {
   std::vector<std::string> isas{"scalar"};
 #if defined(NEEDLE_X86)
   if (BestIsa() >= Isa::kAvx2) isas.push_back("avx2");
+  if (BestIsa() >= Isa::kAvx512) isas.push_back("avx512");
 #endif
   return isas;
 }

@@ -70,6 +70,25 @@ void RopeHalfSplit(float* h, size_t head_dim, const float* freqs, float pos) {
   }
 }
 
+void RopeAngles(size_t head_dim, const float* freqs, float pos, float* cos_sin) {
+  const size_t half = head_dim / 2;
+  for (size_t j = 0; j < half; ++j) {
+    const float a = pos * freqs[j];
+    cos_sin[j] = std::cos(a);
+    cos_sin[half + j] = std::sin(a);
+  }
+}
+
+void RopeRotate(float* h, size_t head_dim, const float* cos_sin) {
+  const size_t half = head_dim / 2;
+  for (size_t j = 0; j < half; ++j) {
+    const float c = cos_sin[j], s = cos_sin[half + j];
+    const float x1 = h[j], x2 = h[j + half];
+    h[j] = x1 * c - x2 * s;
+    h[j + half] = x2 * c + x1 * s;
+  }
+}
+
 void Axpy(float a, const float* x, float* y, size_t n) {
   for (size_t i = 0; i < n; ++i) y[i] += a * x[i];
 }

@@ -27,6 +27,11 @@ float LogSumExp(const float* x, size_t n, size_t stride);
 void RopeFrequencies(size_t head_dim, float theta, float* freqs);
 // Half-split rotary embedding of one head vector at position pos: pairs (j, j + hd/2).
 void RopeHalfSplit(float* h, size_t head_dim, const float* freqs, float pos);
+// The same rotation split in two, for many heads at one position: RopeAngles fills
+// cos_sin [head_dim] = (cos(pos * f_j) for j < hd/2, then the sines) once, RopeRotate applies it
+// to a head. Bit-identical to RopeHalfSplit.
+void RopeAngles(size_t head_dim, const float* freqs, float pos, float* cos_sin);
+void RopeRotate(float* h, size_t head_dim, const float* cos_sin);
 
 // y += a * x
 void Axpy(float a, const float* x, float* y, size_t n);

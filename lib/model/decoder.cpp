@@ -77,6 +77,7 @@ Decoder::Decoder(const Model& model, const DecoderConfig& config)
 
   rope_freqs_.resize(g.head_dim / 2);
   kernels::RopeFrequencies(g.head_dim, g.rope_theta, rope_freqs_.data());
+  rope_cs_.resize(B * g.head_dim);
   const size_t max_in_pad = MaxInPad(*w_);
   x_hat_.resize(B * max_in_pad);
   lanes_.resize(B * n * d);
@@ -425,6 +426,10 @@ void Decoder::RunBlock(const int32_t* ids, size_t n, float* logits, size_t logit
     for (size_t l = 1; l < nl; ++l) std::memcpy(x0 + l * d, x0, d * 4);
   }
   if (num_probes_ > 0) PoolCells(lanes_.data(), n, nd);  // cell 0: the scaled embedding
+  // RoPE angles depend only on the position: once per token for every head of every layer.
+  for (size_t t = 0; t < n; ++t)
+    kernels::RopeAngles(hd, rope_freqs_.data(), static_cast<float>(position_ + t),
+                        &rope_cs_[t * hd]);
   for (size_t s = 0; s < w.engram.size(); ++s) Engram(s, ids, n);
 
   for (size_t li = 0; li < g.num_layers; ++li) {
@@ -468,16 +473,16 @@ void Decoder::RunBlock(const int32_t* ids, size_t n, float* logits, size_t logit
                                {&lw.gate_proj, 0, ad, gate_.data(), ad}};
     ProjectShared(h_.data(), n, d, qkvg);
     for (size_t t = 0; t < n; ++t) {
-      const float pos = static_cast<float>(position_ + t);
+      const float* cs = &rope_cs_[t * hd];
       for (size_t h = 0; h < g.num_heads; ++h) {
         float* q = &q_[t * ad + h * hd];
         kernels::ZcNorm(q, lw.q_norm.data(), hd, kEps, q);
-        kernels::RopeHalfSplit(q, hd, rope_freqs_.data(), pos);
+        kernels::RopeRotate(q, hd, cs);
       }
       for (size_t h = 0; h < g.num_kv_heads; ++h) {
         float* k = &k_[t * kvd + h * hd];
         kernels::ZcNorm(k, lw.k_norm.data(), hd, kEps, k);
-        kernels::RopeHalfSplit(k, hd, rope_freqs_.data(), pos);
+        kernels::RopeRotate(k, hd, cs);
       }
     }
     Attention(li, n);

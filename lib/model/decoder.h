@@ -151,6 +151,7 @@ class Decoder {
 
   // Scratch, sized for max_batch tokens (B).
   std::vector<float> rope_freqs_;               // [head_dim / 2]
+  std::vector<float> rope_cs_;                  // [max_batch, head_dim] cos, sin of the block
   std::vector<float> x_hat_;                    // [B, max in_pad] transformed activations
   std::vector<float> lanes_, lanes_next_, nx_;  // [B, lanes * d]
   std::vector<float> coef_;                     // [B, lanes + lanes + lanes*lanes] mHC projections
