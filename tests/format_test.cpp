@@ -1,7 +1,6 @@
 // .cact reader/writer: byte-identical round trips on the fixtures, and one assertion per
 // validation error on corrupted copies (each message must name the problem).
 #include <catch2/catch.hpp>
-
 #include <cstring>
 #include <map>
 
@@ -49,8 +48,8 @@ void ExpectFormatError(std::vector<uint8_t> bytes, std::initializer_list<const c
 }  // namespace
 
 TEST_CASE("round trip is byte-identical on every fixture model", "[format]") {
-  for (const char* name : {"tiny.cact", "small.cact", "official-geometry.cact",
-                           "small-crafted-0.8.cact"}) {
+  for (const char* name :
+       {"tiny.cact", "small.cact", "official-geometry.cact", "small-crafted-0.8.cact"}) {
     INFO(name);
     const std::vector<uint8_t> original = ReadBytes(ModelPath(name));
     const CactFile f = CactFile::Open(ModelPath(name));
@@ -133,7 +132,8 @@ TEST_CASE("validation: header problems", "[format][validation]") {
     Put<uint32_t>(b, 0, 0x12345678);
     ExpectFormatError(b, {"not a Needle 2 .cact file", "0x12345678"});
   }
-  ExpectFormatError(std::vector<uint8_t>(good.begin(), good.begin() + 60), {"truncated file", "60 bytes"});
+  ExpectFormatError(std::vector<uint8_t>(good.begin(), good.begin() + 60),
+                    {"truncated file", "60 bytes"});
   ExpectFormatError(std::vector<uint8_t>(good.begin(), good.begin() + 1000),
                     {"truncated file", "directory of 69 tensors"});
   {
@@ -175,7 +175,7 @@ TEST_CASE("validation: header problems", "[format][validation]") {
 
 TEST_CASE("validation: directory problems name the tensor", "[format][validation]") {
   const std::vector<uint8_t> good = ReadBytes(ModelPath("tiny.cact"));
-  const size_t q0 = kDirOffset + kRecord * 2;  // tensor #2 = layer00.q_proj (CQ)
+  const size_t q0 = kDirOffset + kRecord * 2;     // tensor #2 = layer00.q_proj (CQ)
   const size_t last = kDirOffset + kRecord * 68;  // tokenizer
   {
     auto b = good;

@@ -1,7 +1,6 @@
 // The tool-call grammar against the language PROTOCOL.md section 3 specifies, and the first-byte
 // token index against a brute-force check of every token.
 #include <catch2/catch.hpp>
-
 #include <random>
 #include <string>
 #include <vector>
@@ -56,14 +55,14 @@ TEST_CASE("call grammar accepts well-formed calls", "[grammar]") {
 
 TEST_CASE("call grammar refuses what the protocol forbids", "[grammar]") {
   const CallGrammar g = MakeGrammar();
-  CHECK_FALSE(Accepts(g, " []"));                                    // whitespace
-  CHECK_FALSE(Accepts(g, R"([{ "name")"));                           // whitespace
-  CHECK_FALSE(Accepts(g, R"([{"arguments")"));                       // key order
-  CHECK_FALSE(Accepts(g, R"([{"name":"set_alarm")"));                // undeclared tool
-  CHECK_FALSE(Accepts(g, R"([{"name":"set_\u0074imer")"));           // names are literal
+  CHECK_FALSE(Accepts(g, " []"));                                      // whitespace
+  CHECK_FALSE(Accepts(g, R"([{ "name")"));                             // whitespace
+  CHECK_FALSE(Accepts(g, R"([{"arguments")"));                         // key order
+  CHECK_FALSE(Accepts(g, R"([{"name":"set_alarm")"));                  // undeclared tool
+  CHECK_FALSE(Accepts(g, R"([{"name":"set_\u0074imer")"));             // names are literal
   CHECK_FALSE(Accepts(g, R"([{"name":"set_timer","arguments":{}})"));  // required key missing
   CHECK_FALSE(Accepts(g, R"([{"name":"set_timer","arguments":{"minutes":1,"minutes")"));
-  CHECK_FALSE(Accepts(g, R"([{"name":"set_timer","arguments":{"seconds")"));  // unknown key
+  CHECK_FALSE(Accepts(g, R"([{"name":"set_timer","arguments":{"seconds")"));      // unknown key
   CHECK_FALSE(Accepts(g, R"([{"name":"set_timer","arguments":{"minutes":1.5)"));  // integer
   CHECK_FALSE(Accepts(g, R"([{"name":"set_timer","arguments":{"minutes":"5")"));
   CHECK_FALSE(Accepts(g, R"([{"name":"set_timer","arguments":{"minutes":null)"));
@@ -71,11 +70,13 @@ TEST_CASE("call grammar refuses what the protocol forbids", "[grammar]") {
   CHECK_FALSE(Accepts(g, R"([{"name":"set_lights","arguments":{"room":"kitche")"));  // maxLength 5
   CHECK(Accepts(g, R"([{"name":"set_lights","arguments":{"room":"kitch")"));
   CHECK_FALSE(Accepts(g, R"([{"name":"misc","arguments":{"b":True)"));
-  CHECK_FALSE(Accepts(g, R"([{"name":"misc","arguments":{"a":[])"));       // minItems 1
-  CHECK_FALSE(Accepts(g, R"([{"name":"misc","arguments":{"a":[1,2,3)"));   // maxItems 2
-  CHECK_FALSE(Accepts(g, R"([{"name":"misc","arguments":{"o":{}})"));      // nested required
-  CHECK_FALSE(Accepts(g, R"([{"name":"misc","arguments":{"t":1.)"  "}"));  // fraction digits
-  CHECK_FALSE(Accepts(g, R"([{"name":"misc","arguments":{"n":"a)" "\x01"));  // raw control
+  CHECK_FALSE(Accepts(g, R"([{"name":"misc","arguments":{"a":[])"));      // minItems 1
+  CHECK_FALSE(Accepts(g, R"([{"name":"misc","arguments":{"a":[1,2,3)"));  // maxItems 2
+  CHECK_FALSE(Accepts(g, R"([{"name":"misc","arguments":{"o":{}})"));     // nested required
+  CHECK_FALSE(Accepts(g, R"([{"name":"misc","arguments":{"t":1.)"
+                         "}"));  // fraction digits
+  CHECK_FALSE(Accepts(g, R"([{"name":"misc","arguments":{"n":"a)"
+                         "\x01"));  // raw control
   CHECK_FALSE(Accepts(g, "[]", /*require_call=*/true));
   CHECK(Accepts(g, R"([{"name")", /*require_call=*/true));
   // A key escape that cannot match any key dead-ends (as in the engine).
@@ -112,13 +113,11 @@ TEST_CASE("call grammar reproduces the engine's duplicate-call and ',}' behaviou
 TEST_CASE("token mask equals a brute-force check of every token", "[grammar]") {
   const CallGrammar g = MakeGrammar();
   // A vocabulary of JSON-ish fragments, single bytes and random multi-byte strings.
-  std::vector<std::string> vocab = {"[",         "]",        "[{\"",    "[]",      "{\"",
-                                    "name",      "\":\"",    "\":",     "\"",      ",",
-                                    ",\"",       "arguments", "set",    "_",       "timer",
-                                    "lights",    "minutes",  "}",       "}}",      "}}]",
-                                    "5",         "-",        "0",       "\\",      "u",
-                                    "\":{\"",    "room",     "state",   "on",      "off\"",
-                                    "\",\"",     "\"}}",     " ",       "true",    "null"};
+  std::vector<std::string> vocab = {
+      "[",     "]",   "[{\"",      "[]",    "{\"",  "name",  "\":\"",  "\":",     "\"",
+      ",",     ",\"", "arguments", "set",   "_",    "timer", "lights", "minutes", "}",
+      "}}",    "}}]", "5",         "-",     "0",    "\\",    "u",      "\":{\"",  "room",
+      "state", "on",  "off\"",     "\",\"", "\"}}", " ",     "true",   "null"};
   std::mt19937 rng(7);
   const std::string alphabet = "[]{}\",:\\0123456789aeimnorstu_-.";
   for (int i = 0; i < 300; ++i) {

@@ -1,6 +1,5 @@
 // needle inspect end to end: JSON accounting, human table, and one-line errors on bad files.
 #include <catch2/catch.hpp>
-
 #include <nlohmann/json.hpp>
 
 #include "test_util.h"
@@ -8,7 +7,8 @@
 using namespace needle::testing;
 
 TEST_CASE("inspect --json reports the published accounting", "[cli][inspect]") {
-  const CliResult r = RunCli({"inspect", ModelPath("official-geometry.cact"), "--json", "--tensors"});
+  const CliResult r =
+      RunCli({"inspect", ModelPath("official-geometry.cact"), "--json", "--tensors"});
   REQUIRE(r.exit_code == 0);
   const auto j = nlohmann::json::parse(r.out);
   CHECK(j["geometry"]["d_model"] == 512);

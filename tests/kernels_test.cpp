@@ -97,8 +97,8 @@ std::vector<double> DenseProduct(const TestMatrix& t, const std::vector<float>& 
 }
 
 // The largest over outputs (rows [row_begin, row_end), n tokens) of sum |norm * level * x_hat|.
-double LargestTermSum(const TestMatrix& t, const std::vector<float>& x, size_t n,
-                      size_t row_begin, size_t row_end) {
+double LargestTermSum(const TestMatrix& t, const std::vector<float>& x, size_t n, size_t row_begin,
+                      size_t row_end) {
   const CqMatrix& m = t.m;
   std::vector<float> x_hat(n * m.in_pad);
   needle::kernels::CqTransformActivations(x.data(), n, m.cols, m.cols, m.group, m.in_pad,
@@ -176,8 +176,8 @@ TEST_CASE("every compiled ISA matches the scalar CQ reference on awkward sizes",
           const size_t rows = sizes[i], cols = sizes[(i * 7 + bits) % std::size(sizes)];
           const TestMatrix t = MakeMatrix(rows, cols, group, bits, &rng);
           // Token counts around every ISA's tile (AVX2 6/8, AVX-512 12) and its remainders.
-          for (size_t n : {size_t{1}, size_t{3}, size_t{4}, size_t{5}, size_t{9}, size_t{13},
-                           size_t{25}}) {
+          for (size_t n :
+               {size_t{1}, size_t{3}, size_t{4}, size_t{5}, size_t{9}, size_t{13}, size_t{25}}) {
             const auto x = RandomActivations(n * cols, &rng);
             // A sub-range of rows checks the row offset handling too.
             const size_t b = rows > 2 ? 1 : 0, e = rows > 3 ? rows - 1 : rows;

@@ -452,7 +452,8 @@ TEST_CASE("ISA names parse and the limit clamps to the CPU", "[quant]") {
   CHECK(needle::kernels::SetIsaLimit(Isa::kAvx512) == needle::kernels::BestIsa());
 }
 
-TEST_CASE("Every CQ tensor of the fixture models decodes and rows match the whole matrix", "[quant]") {
+TEST_CASE("Every CQ tensor of the fixture models decodes and rows match the whole matrix",
+          "[quant]") {
   for (const char* model : {"tiny.cact", "small.cact"}) {
     const auto file =
         needle::format::CactFile::Open(std::string(NEEDLE_TEST_DATA) + "/models/" + model);

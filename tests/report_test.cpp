@@ -1,6 +1,5 @@
 // lib/report: statistics, tables, bench record renderers, RSS readings.
 #include <catch2/catch.hpp>
-
 #include <nlohmann/json.hpp>
 
 #include "report/bench_record.h"

@@ -1,11 +1,9 @@
 // needle run end to end: the rendered prompt equals the official engine's ids, and the first
 // greedy token equals the argmax of the upstream reference logits for that same token stream.
-#include <catch2/catch.hpp>
-
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <cstring>
 #include <fstream>
-
 #include <nlohmann/json.hpp>
 
 #include "test_util.h"
@@ -22,19 +20,27 @@ std::vector<float> ReadF32(const std::string& path) {
 }
 }  // namespace
 
-TEST_CASE("run --print-prompt renders the engine's ids and run's first token is the reference argmax",
-          "[cli][run]") {
+TEST_CASE(
+    "run --print-prompt renders the engine's ids and run's first token is the reference argmax",
+    "[cli][run]") {
   for (const char* model : {"tiny", "small"}) {
-    const json golden = json::parse(std::ifstream(DataPath(std::string("golden/") + model + "/golden.json")));
+    const json golden =
+        json::parse(std::ifstream(DataPath(std::string("golden/") + model + "/golden.json")));
     for (size_t i = 0; i < golden["official"].size(); ++i) {
       INFO(model << " official entry " << i);
       const json& o = golden["official"][i];
       TempDir dir;
       std::ofstream(dir / "tools.json") << o["tools_text"].get<std::string>();
       const std::string model_path = ModelPath(std::string(model) + ".cact");
-      std::vector<std::string> args = {"run",   model_path, "--tools", dir / "tools.json",
-                                       "--system", o["system"].get<std::string>(),
-                                       o["query"].get<std::string>(), "--json", "--raw"};
+      std::vector<std::string> args = {"run",
+                                       model_path,
+                                       "--tools",
+                                       dir / "tools.json",
+                                       "--system",
+                                       o["system"].get<std::string>(),
+                                       o["query"].get<std::string>(),
+                                       "--json",
+                                       "--raw"};
       args.push_back("--print-prompt");
       CliResult r = RunCli(args);
       REQUIRE(r.exit_code == 0);
@@ -51,10 +57,10 @@ TEST_CASE("run --print-prompt renders the engine's ids and run's first token is 
       // Reference entry i is exactly prefix_ids + turn_ids of official entry i (fixtures README).
       const json& ref = golden["reference"][i];
       REQUIRE(ref["ids"].size() == o["prefix_ids"].size() + o["turn_ids"].size());
-      const auto logits = ReadF32(DataPath(std::string("golden/") + model + "/" +
-                                           ref["last_logits"].get<std::string>()));
-      const int argmax = static_cast<int>(std::max_element(logits.begin(), logits.end()) -
-                                          logits.begin());
+      const auto logits = ReadF32(
+          DataPath(std::string("golden/") + model + "/" + ref["last_logits"].get<std::string>()));
+      const int argmax =
+          static_cast<int>(std::max_element(logits.begin(), logits.end()) - logits.begin());
       CHECK(out["generated_ids"][0] == argmax);
       CHECK(out["prefix_tokens"] == o["prefix_ids"].size());
       CHECK(out["peak_ram_mb"].get<double>() > 0);

@@ -1,17 +1,16 @@
 // Whole turns against the official engine's session goldens (tests/data/golden/session): reply
 // envelope (timing fields aside), call text as generated, think text, the engine's return value
 // (generated tokens) and turn ids, for fresh turns and conversations with <= 5 tools.
-#include <catch2/catch.hpp>
+#include "session/session.h"
 
+#include <catch2/catch.hpp>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <string>
 #include <utility>
 
-#include <nlohmann/json.hpp>
-
 #include "format/cact.h"
-#include "session/session.h"
 #include "test_util.h"
 
 using namespace needle;
@@ -93,17 +92,15 @@ TEST_CASE("session turns match the engine on small-crafted-0.8", "[session][gold
 TEST_CASE("session turns match the engine on small", "[session][golden]") {
   CheckModel("small", 16);
 }
-TEST_CASE("session turns match the engine on tiny", "[session][golden]") {
-  CheckModel("tiny", 16);
-}
+TEST_CASE("session turns match the engine on tiny", "[session][golden]") { CheckModel("tiny", 16); }
 TEST_CASE("session turns match the engine on official-geometry", "[session][golden]") {
   CheckModel("official-geometry", 16);
 }
 
 TEST_CASE("reply envelopes match the engine's official entries (24 tokens)", "[session][golden]") {
   for (const char* model : {"tiny", "small"}) {
-    const json golden = json::parse(std::ifstream(DataPath(std::string("golden/") + model +
-                                                           "/golden.json")));
+    const json golden =
+        json::parse(std::ifstream(DataPath(std::string("golden/") + model + "/golden.json")));
     const format::CactFile file = format::CactFile::Open(ModelPath(std::string(model) + ".cact"));
     for (size_t i = 0; i < golden["official"].size(); ++i) {
       // small entry 4: step 2 of the call ranks "]" 1.1320 above "{" 0.9960 in f32; the engine

@@ -1,10 +1,10 @@
 // SHA-256 against FIPS 180-4 test vectors and sha256sum of a fixture.
-#include <catch2/catch.hpp>
+#include "format/sha256.h"
 
+#include <catch2/catch.hpp>
 #include <string>
 
 #include "format/mapped_file.h"
-#include "format/sha256.h"
 
 using needle::format::Sha256;
 using needle::format::Sha256Hex;

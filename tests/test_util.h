@@ -14,7 +14,9 @@
 
 namespace needle::testing {
 
-inline std::string DataPath(const std::string& rel) { return std::string(NEEDLE_TEST_DATA) + "/" + rel; }
+inline std::string DataPath(const std::string& rel) {
+  return std::string(NEEDLE_TEST_DATA) + "/" + rel;
+}
 inline std::string ModelPath(const std::string& name) { return DataPath("models/" + name); }
 
 inline std::vector<uint8_t> ReadBytes(const std::string& path) {

@@ -1,12 +1,11 @@
 // needle bench: load time, prefill and decode throughput and peak RSS over a cross product of
 // parameters (threads x prompt tokens x generated tokens x ISA), with warm-up, repetitions,
 // medians and raw samples (llama-bench style). Not a test: numbers depend on the machine.
+#include <fmt/format.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <random>
-
-#include <fmt/format.h>
 
 #include "base/error.h"
 #include "commands.h"
@@ -124,8 +123,9 @@ void RunBench(const BenchArgs& a) {
 
 void RegisterBench(CLI::App& app) {
   auto* cmd = app.add_subcommand(
-      "bench", "Measure load time, prefill/decode throughput and peak RSS (parameter lists run as "
-               "a cross product)");
+      "bench",
+      "Measure load time, prefill/decode throughput and peak RSS (parameter lists run as "
+      "a cross product)");
   auto a = std::make_shared<BenchArgs>();
   a->model.Attach(cmd);
   cmd->add_option("-t,--threads", a->threads, "Thread counts, e.g. 1,2 (0 = all cores)")
@@ -138,7 +138,8 @@ void RegisterBench(CLI::App& app) {
   cmd->add_option("-n,--gen-tokens", a->gen_tokens, "Tokens to decode after the prompt")
       ->capture_default_str()
       ->delimiter(',');
-  cmd->add_option("--isa", a->isas, "Kernel ISAs to compare, e.g. scalar,avx2 (default: fastest)")
+  cmd->add_option("--isa", a->isas,
+                  "Kernel ISAs to compare, e.g. scalar,avx2,avx512 (default: fastest)")
       ->delimiter(',');
   cmd->add_option("-r,--repetitions", a->repetitions, "Measured repetitions per point")
       ->capture_default_str()
@@ -146,8 +147,7 @@ void RegisterBench(CLI::App& app) {
   cmd->add_option("--warmup", a->warmup, "Unmeasured runs before each point")
       ->capture_default_str()
       ->check(CLI::Range(0, 100));
-  cmd->add_option("--seed", a->seed, "Seed of the random prompt ids")
-      ->capture_default_str();
+  cmd->add_option("--seed", a->seed, "Seed of the random prompt ids")->capture_default_str();
   cmd->add_option("-o,--output", a->output, "Output format: md, json, jsonl, csv")
       ->capture_default_str()
       ->check(CLI::IsMember({"md", "json", "jsonl", "csv"}));

@@ -2,8 +2,8 @@
 #include <fmt/format.h>
 
 #include "commands.h"
-#include "options.h"
 #include "convert/dequant.h"
+#include "options.h"
 
 namespace needle::cli {
 

@@ -80,7 +80,8 @@ ordered_json TokenizerJson(const CactFile& f) {
     const auto& p = t.pieces[i];
     counts[std::string(format::PieceTypeName(p.type))] =
         counts[std::string(format::PieceTypeName(p.type))].get<int>() + 1;
-    if (p.type == format::PieceType::kUserDefined) markers.push_back({{"id", i}, {"piece", p.text}});
+    if (p.type == format::PieceType::kUserDefined)
+      markers.push_back({{"id", i}, {"piece", p.text}});
   }
   return {{"bytes", f.tokenizer_tensor().nbytes},
           {"pieces", t.pieces.size()},
@@ -109,8 +110,8 @@ ordered_json BuildJson(const CactFile& f, const std::string& sha, const format::
                     {"cb4", std::vector<float>(cb.begin() + 12, cb.begin() + 28)}};
   ordered_json heads = ordered_json::array();
   for (const auto& h : f.heads())
-    heads.push_back({{"kind", format::HeadName(h.kind)}, {"probes", h.num_probes},
-                     {"out", h.out_dim}});
+    heads.push_back(
+        {{"kind", format::HeadName(h.kind)}, {"probes", h.num_probes}, {"out", h.out_dim}});
   j["heads"] = heads;
   j["tokenizer"] = TokenizerJson(f);
   ordered_json classes = ordered_json::array();
@@ -149,11 +150,11 @@ void PrintHuman(const CactFile& f, const std::string& sha, const format::Account
              h.d_model, h.num_layers, h.num_heads, h.num_kv_heads, h.head_dim);
   fmt::print("  max_seq_len {}  hada_n {}  mhc_lanes {}  rope_theta {}\n", h.max_seq_len, h.hada_n,
              h.mhc_lanes, h.rope_theta);
-  fmt::print("  engram: orders [{}]  sites [{}]  tables {}  slots {}  sub_dim {}  conv taps {} "
-             "dilation {}\n",
-             fmt::join(g.engram_orders, ", "), fmt::join(g.engram_sites, ", "),
-             h.num_engram_tables, h.engram_slots, h.engram_sub_dim, h.engram_conv_taps,
-             h.engram_conv_dilation);
+  fmt::print(
+      "  engram: orders [{}]  sites [{}]  tables {}  slots {}  sub_dim {}  conv taps {} "
+      "dilation {}\n",
+      fmt::join(g.engram_orders, ", "), fmt::join(g.engram_sites, ", "), h.num_engram_tables,
+      h.engram_slots, h.engram_sub_dim, h.engram_conv_taps, h.engram_conv_dilation);
   fmt::print("  kv cache: window {}{}  kv_bits {}\n", h.kv_window,
              h.kv_window == 0 ? " (size from budget)" : "", h.kv_bits);
   const auto cb = f.codebooks();
@@ -178,10 +179,11 @@ void PrintHuman(const CactFile& f, const std::string& sha, const format::Account
     fmt::print("{}{} {}", first ? "" : ", ", n.get<int>(), type);
     first = false;
   }
-  fmt::print("\n  special ids: pad {}  eos {}  bos {}  unk {}   dummy prefix {}  byte fallback {}\n",
-             tok["pad_id"].get<int>(), tok["eos_id"].get<int>(), tok["bos_id"].get<int>(),
-             tok["unk_id"].get<int>(), tok["add_dummy_prefix"].get<bool>() ? "on" : "off",
-             tok["byte_fallback"].get<bool>() ? "on" : "off");
+  fmt::print(
+      "\n  special ids: pad {}  eos {}  bos {}  unk {}   dummy prefix {}  byte fallback {}\n",
+      tok["pad_id"].get<int>(), tok["eos_id"].get<int>(), tok["bos_id"].get<int>(),
+      tok["unk_id"].get<int>(), tok["add_dummy_prefix"].get<bool>() ? "on" : "off",
+      tok["byte_fallback"].get<bool>() ? "on" : "off");
   std::string markers;
   for (const auto& m : tok["markers"])
     markers += fmt::format("{}{} {}", markers.empty() ? "" : "  ", m["id"].get<int>(),
@@ -224,7 +226,8 @@ void RegisterInspect(CLI::App& app) {
   auto args = std::make_shared<InspectArgs>();
   args->model.Attach(cmd);
   args->output.Attach(cmd);
-  cmd->add_flag("--tensors", args->tensors, "Also list every tensor (index, name, dtype, shape, ...)");
+  cmd->add_flag("--tensors", args->tensors,
+                "Also list every tensor (index, name, dtype, shape, ...)");
   cmd->callback([args] {
     const CactFile f = CactFile::Open(
         args->model.path, args->model.no_mmap ? format::LoadMode::kRead : format::LoadMode::kMmap);

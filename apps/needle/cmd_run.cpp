@@ -2,13 +2,11 @@
 // (grammar-constrained calls, PROTOCOL.md sections 2-5); prints the reply envelope JSON per turn.
 // Several queries form one conversation (a query after a turn with calls is a tool result).
 // --raw decodes without the protocol (plain greedy) and prints the generated text.
+#include <fmt/format.h>
 #include <unistd.h>
 
 #include <iostream>
 #include <iterator>
-
-#include <fmt/format.h>
-
 #include <nlohmann/json.hpp>
 
 #include "base/error.h"
@@ -51,7 +49,9 @@ std::string ReadTools(const std::string& path) {
   return std::string(b.begin(), b.end());
 }
 
-std::string IdsJoined(const std::vector<int32_t>& ids) { return fmt::format("{}", fmt::join(ids, " ")); }
+std::string IdsJoined(const std::vector<int32_t>& ids) {
+  return fmt::format("{}", fmt::join(ids, " "));
+}
 
 void PrintPrompt(const format::CactFile& file, const RunArgs& a, const std::string& tools_json) {
   const text::Tokenizer tok = text::Tokenizer::FromCact(file);
@@ -71,14 +71,15 @@ void PrintPrompt(const format::CactFile& file, const RunArgs& a, const std::stri
     fmt::print("{}\n", j.dump(2));
     return;
   }
-  fmt::print("prefix ({} tokens, KV sinks):\n<s>{}\n\nturn ({} tokens):\n{}\n\nprefix ids: {}\n"
-             "turn ids: {}\n",
-             prefix.size(), prefix_text, turn.size(), turn_text, IdsJoined(prefix),
-             IdsJoined(turn));
+  fmt::print(
+      "prefix ({} tokens, KV sinks):\n<s>{}\n\nturn ({} tokens):\n{}\n\nprefix ids: {}\n"
+      "turn ids: {}\n",
+      prefix.size(), prefix_text, turn.size(), turn_text, IdsJoined(prefix), IdsJoined(turn));
 }
 
 void Run(const RunArgs& a) {
-  if (a.raw && a.max_tokens < 0) Fail<UsageError>("--max-tokens must be >= 0 (got {})", a.max_tokens);
+  if (a.raw && a.max_tokens < 0)
+    Fail<UsageError>("--max-tokens must be >= 0 (got {})", a.max_tokens);
   const std::string tools_json = ReadTools(a.tools_path);
   report::Stopwatch load;
   const format::CactFile file = format::CactFile::Open(
@@ -158,7 +159,7 @@ void RegisterRun(CLI::App& app) {
   cmd->add_option("-n,--max-tokens", a->max_tokens, "Token budget per reply (max_new_tokens)")
       ->default_val(256);
   a->threads.Attach(cmd);
-  cmd->add_option("--isa", a->isa, "Force a kernel ISA (scalar, avx2); default: fastest");
+  cmd->add_option("--isa", a->isa, "Force a kernel ISA (scalar, avx2, avx512); default: fastest");
   cmd->add_flag("--print-prompt", a->print_prompt,
                 "Print the rendered prompt text and token ids, without running the model");
   cmd->add_flag("--raw", a->raw,

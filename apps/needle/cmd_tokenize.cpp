@@ -15,8 +15,8 @@
 
 #include "base/error.h"
 #include "commands.h"
-#include "options.h"
 #include "format/cact.h"
+#include "options.h"
 #include "text/tokenizer.h"
 
 namespace needle::cli {

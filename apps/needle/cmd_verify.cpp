@@ -234,7 +234,8 @@ void RegisterVerify(CLI::App& app) {
   cmd->add_option("--golden", args->golden,
                   "golden.json with reference/official entries (logit files next to it)")
       ->check(CLI::ExistingFile);
-  cmd->add_option("--isa", args->isa, "Force a kernel ISA (scalar, avx2); default: fastest");
+  cmd->add_option("--isa", args->isa,
+                  "Force a kernel ISA (scalar, avx2, avx512); default: fastest");
   cmd->add_option("--max-abs", args->tol.reference_max_abs,
                   "Reference entries: max |diff| of the last-position logits")
       ->default_val(args->tol.reference_max_abs);

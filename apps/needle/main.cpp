@@ -1,10 +1,10 @@
 // needle: command-line entry point. Registers every subcommand, catches library errors once,
 // prints one clear line on stderr and maps the error kind to the exit code.
-#include <cstdio>
-#include <exception>
+#include <fmt/format.h>
 
 #include <CLI/CLI.hpp>
-#include <fmt/format.h>
+#include <cstdio>
+#include <exception>
 
 #include "base/error.h"
 #include "commands.h"

@@ -1,10 +1,9 @@
 // Reusable option groups shared by subcommands, so every subcommand spells a flag the same way.
 #pragma once
 
+#include <CLI/CLI.hpp>
 #include <memory>
 #include <string>
-
-#include <CLI/CLI.hpp>
 
 namespace needle::cli {
 

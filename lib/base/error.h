@@ -1,20 +1,21 @@
-// Typed exceptions thrown by the library; apps/needle catches them once and maps them to exit codes.
+// Typed exceptions thrown by the library; apps/needle catches them once and maps them to exit
+// codes.
 #pragma once
+
+#include <fmt/format.h>
 
 #include <stdexcept>
 #include <string>
-
-#include <fmt/format.h>
 
 namespace needle {
 
 // Exit codes used by the CLI for each error kind (0 = success, 1 = tolerance/verification failed).
 enum class ErrorKind : int {
-  kUsage = 2,     // bad command-line arguments or option values
-  kIo = 3,        // file cannot be opened, read, written or renamed
-  kFormat = 4,    // a model / safetensors / JSON file is malformed
-  kInvalid = 5,   // well-formed input with values we cannot accept (NaN, bad shapes, ...)
-  kInternal = 70, // a bug: an invariant of ours broke
+  kUsage = 2,      // bad command-line arguments or option values
+  kIo = 3,         // file cannot be opened, read, written or renamed
+  kFormat = 4,     // a model / safetensors / JSON file is malformed
+  kInvalid = 5,    // well-formed input with values we cannot accept (NaN, bad shapes, ...)
+  kInternal = 70,  // a bug: an invariant of ours broke
 };
 
 class Error : public std::runtime_error {

@@ -7,16 +7,20 @@ namespace needle::format {
 
 std::string StorageClass(const TensorInfo& t) {
   switch (t.dtype) {
-    case DType::kF16: return "FP16";
-    case DType::kF32: return "FP32";
-    case DType::kRaw: return "RAW";
-    case DType::kCQ: return t.bits == kTernaryBits ? "ternary" : "CQ" + std::to_string(t.bits);
+    case DType::kF16:
+      return "FP16";
+    case DType::kF32:
+      return "FP32";
+    case DType::kRaw:
+      return "RAW";
+    case DType::kCQ:
+      return t.bits == kTernaryBits ? "ternary" : "CQ" + std::to_string(t.bits);
   }
   return "?";
 }
 
 Accounting Account(const CactFile& file) {
-  static const std::array<const char*, 7> kOrder = {"CQ2", "CQ3", "CQ4", "ternary",
+  static const std::array<const char*, 7> kOrder = {"CQ2",  "CQ3",  "CQ4", "ternary",
                                                     "FP16", "FP32", "RAW"};
   std::array<ClassTotals, 7> all;
   for (size_t i = 0; i < kOrder.size(); ++i) all[i].name = kOrder[i];

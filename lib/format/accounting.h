@@ -23,9 +23,9 @@ struct Accounting {
   std::vector<ClassTotals> classes;  // only classes present, in the order above
   uint64_t numeric_params = 0;       // elements of every non-RAW tensor
   uint64_t cq_elements = 0;
-  double weighted_code_width = 0;    // bits per CQ element (codes only; ternary counted as 2)
-  uint64_t norm_bytes = 0;           // all CQ norm bytes
-  uint64_t payload_bytes = 0;        // blob bytes of every non-RAW tensor
+  double weighted_code_width = 0;  // bits per CQ element (codes only; ternary counted as 2)
+  uint64_t norm_bytes = 0;         // all CQ norm bytes
+  uint64_t payload_bytes = 0;      // blob bytes of every non-RAW tensor
   double payload_bits_per_param = 0;
   uint64_t file_bytes = 0;
   double file_bits_per_param = 0;

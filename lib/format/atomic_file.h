@@ -31,6 +31,7 @@ class AtomicFile {
 };
 
 // Writes `bytes` to `path` atomically.
-void WriteFileAtomic(const std::string& path, std::span<const uint8_t> bytes, bool overwrite = true);
+void WriteFileAtomic(const std::string& path, std::span<const uint8_t> bytes,
+                     bool overwrite = true);
 
 }  // namespace needle::format

@@ -2,10 +2,10 @@
 // overflow-safe arithmetic before any tensor byte is touched; errors name the tensor.
 #include "format/cact.h"
 
+#include <fmt/format.h>
+
 #include <cmath>
 #include <cstring>
-
-#include <fmt/format.h>
 
 #include "base/error.h"
 #include "base/fp16.h"
@@ -57,9 +57,12 @@ CactFile CactFile::FromBytes(std::vector<uint8_t> bytes, const std::string& labe
 
 std::span<const float> CactFile::codebook(uint32_t bits) const {
   switch (bits) {
-    case 2: return std::span<const float>(codebooks_).subspan(0, 4);
-    case 3: return std::span<const float>(codebooks_).subspan(4, 8);
-    case 4: return std::span<const float>(codebooks_).subspan(12, 16);
+    case 2:
+      return std::span<const float>(codebooks_).subspan(0, 4);
+    case 3:
+      return std::span<const float>(codebooks_).subspan(4, 8);
+    case 4:
+      return std::span<const float>(codebooks_).subspan(12, 16);
   }
   Fail<FormatError>("{}: no codebook for {}-bit codes", path(), bits);
 }
@@ -116,22 +119,29 @@ namespace {
 // Expected blob size of a record, or throws naming the tensor.
 uint64_t ExpectedBytes(const std::string& label, const TensorInfo& t) {
   switch (t.dtype) {
-    case DType::kF16: return t.elements() * 2;
-    case DType::kF32: return t.elements() * 4;
-    case DType::kRaw: return t.nbytes;
+    case DType::kF16:
+      return t.elements() * 2;
+    case DType::kF32:
+      return t.elements() * 4;
+    case DType::kRaw:
+      return t.nbytes;
     case DType::kCQ: {
       if (t.ndim != 2)
-        Fail<FormatError>("{}: tensor #{} '{}': CQ tensor must be 2-D, has ndim {}", label,
-                          t.index, t.name, t.ndim);
+        Fail<FormatError>("{}: tensor #{} '{}': CQ tensor must be 2-D, has ndim {}", label, t.index,
+                          t.name, t.ndim);
       if (t.bits != 2 && t.bits != 3 && t.bits != 4 && t.bits != kTernaryBits)
-        Fail<FormatError>("{}: tensor #{} '{}': unknown CQ bits {} (expected 2, 3, 4 or 5 = "
-                          "ternary)", label, t.index, t.name, t.bits);
+        Fail<FormatError>(
+            "{}: tensor #{} '{}': unknown CQ bits {} (expected 2, 3, 4 or 5 = "
+            "ternary)",
+            label, t.index, t.name, t.bits);
       if (t.group == 0 || (t.group & (t.group - 1)) != 0 || t.group > 65536)
-        Fail<FormatError>("{}: tensor #{} '{}': CQ group {} is not a power of two <= 65536",
-                          label, t.index, t.name, t.group);
+        Fail<FormatError>("{}: tensor #{} '{}': CQ group {} is not a power of two <= 65536", label,
+                          t.index, t.name, t.group);
       if (CodeBits(t.bits) * t.group % 8 != 0)
-        Fail<FormatError>("{}: tensor #{} '{}': group {} x {} bits is not a whole number of "
-                          "bytes", label, t.index, t.name, t.group, CodeBits(t.bits));
+        Fail<FormatError>(
+            "{}: tensor #{} '{}': group {} x {} bits is not a whole number of "
+            "bytes",
+            label, t.index, t.name, t.group, CodeBits(t.bits));
       return CqBlobBytes(t.rows(), t.cols(), t.group, t.bits);
     }
   }
@@ -151,8 +161,10 @@ void CactFile::Parse() {
   const Header& h = header_;
   if (h.tag != kTagNeedle2) {
     if (h.tag == kTagNeedle3)
-      Fail<FormatError>("{}: this is a Needle 3 file (tag 0x{:08X}); needle reads Needle 2 "
-                        "(.cact v2, tag 0x{:08X})", label, h.tag, kTagNeedle2);
+      Fail<FormatError>(
+          "{}: this is a Needle 3 file (tag 0x{:08X}); needle reads Needle 2 "
+          "(.cact v2, tag 0x{:08X})",
+          label, h.tag, kTagNeedle2);
     Fail<FormatError>("{}: not a Needle 2 .cact file (tag 0x{:08X}, expected 0x{:08X})", label,
                       h.tag, kTagNeedle2);
   }
@@ -164,19 +176,25 @@ void CactFile::Parse() {
   const std::vector<Slot> core = CoreLayout(geometry_);
   const uint64_t n_core = core.size();
   if (h.num_tensors < n_core + 1)
-    Fail<FormatError>("{}: header says {} tensors, but this geometry needs at least {} ({} through "
-                      "final_norm + tokenizer)", label, h.num_tensors, n_core + 1, n_core);
+    Fail<FormatError>(
+        "{}: header says {} tensors, but this geometry needs at least {} ({} through "
+        "final_norm + tokenizer)",
+        label, h.num_tensors, n_core + 1, n_core);
   const uint64_t extra = h.num_tensors - n_core - 1;  // probe-head tensors
   if (extra != 0 && (extra < 4 || (extra - 1) % 3 != 0))
-    Fail<FormatError>("{}: header says {} tensors: {} beyond final_norm and the tokenizer, which "
-                      "is not 1 manifest + 3 per probe head", label, h.num_tensors, extra);
+    Fail<FormatError>(
+        "{}: header says {} tensors: {} beyond final_norm and the tokenizer, which "
+        "is not 1 manifest + 3 per probe head",
+        label, h.num_tensors, extra);
   const uint64_t n_heads = extra == 0 ? 0 : (extra - 1) / 3;
 
   const uint64_t cb_end = sizeof(Header) + 4ull * h.codebook_len;
   const uint64_t dir_end = cb_end + uint64_t{sizeof(DirRecord)} * h.num_tensors;
   if (dir_end > size)
-    Fail<FormatError>("{}: truncated file: directory of {} tensors ends at byte {}, file has {} "
-                      "bytes", label, h.num_tensors, dir_end, size);
+    Fail<FormatError>(
+        "{}: truncated file: directory of {} tensors ends at byte {}, file has {} "
+        "bytes",
+        label, h.num_tensors, dir_end, size);
   codebooks_.resize(h.codebook_len);
   std::memcpy(codebooks_.data(), b.data() + sizeof(Header), 4ull * h.codebook_len);
   for (uint32_t i = 0; i < h.codebook_len; ++i)
@@ -202,11 +220,12 @@ void CactFile::Parse() {
       t.name = fmt::format("head{}.{}", k, part == 0 ? "probes" : part == 1 ? "proj" : "bias");
     }
     if (r.dtype < 1 || r.dtype > 4)
-      Fail<FormatError>("{}: tensor #{} '{}': unknown dtype {} (expected 1 FP16, 2 FP32, 3 CQ, "
-                        "4 RAW)", label, i, t.name, r.dtype);
+      Fail<FormatError>(
+          "{}: tensor #{} '{}': unknown dtype {} (expected 1 FP16, 2 FP32, 3 CQ, "
+          "4 RAW)",
+          label, i, t.name, r.dtype);
     t.dtype = static_cast<DType>(r.dtype);
-    if (r.ndim > 4)
-      Fail<FormatError>("{}: tensor #{} '{}': ndim {} > 4", label, i, t.name, r.ndim);
+    if (r.ndim > 4) Fail<FormatError>("{}: tensor #{} '{}': ndim {} > 4", label, i, t.name, r.ndim);
     t.ndim = r.ndim;
     for (int k = 0; k < 4; ++k) {
       t.shape[k] = r.shape[k];
@@ -228,9 +247,10 @@ void CactFile::Parse() {
                         DTypeName(t.dtype));
     const uint64_t want = ExpectedBytes(label, t);
     if (t.nbytes != want)
-      Fail<FormatError>("{}: tensor #{} '{}': nbytes {} inconsistent with {} {} (group {}, bits {}): "
-                        "expected {}", label, i, t.name, t.nbytes, DTypeName(t.dtype),
-                        t.shape_str(), t.group, t.bits, want);
+      Fail<FormatError>(
+          "{}: tensor #{} '{}': nbytes {} inconsistent with {} {} (group {}, bits {}): "
+          "expected {}",
+          label, i, t.name, t.nbytes, DTypeName(t.dtype), t.shape_str(), t.group, t.bits, want);
     if (t.offset % kBlobAlign != 0)
       Fail<FormatError>("{}: tensor #{} '{}': offset {} is not a multiple of {}", label, i, t.name,
                         t.offset, kBlobAlign);
@@ -238,21 +258,25 @@ void CactFile::Parse() {
       Fail<FormatError>("{}: tensor #{} '{}': offset {} overlaps the header/directory (ends at {})",
                         label, i, t.name, t.offset, dir_end);
     if (t.offset > size || t.nbytes > size - t.offset)
-      Fail<FormatError>("{}: truncated or corrupt: tensor #{} '{}' data at offset {} (+{} bytes) "
-                        "is not within the file ({} bytes)",
-                        label, i, t.name, t.offset, t.nbytes, size);
+      Fail<FormatError>(
+          "{}: truncated or corrupt: tensor #{} '{}' data at offset {} (+{} bytes) "
+          "is not within the file ({} bytes)",
+          label, i, t.name, t.offset, t.nbytes, size);
     if (t.offset < expect_offset)
-      Fail<FormatError>("{}: tensor #{} '{}': offset {} overlaps the previous tensor (which ends at "
-                        "{})", label, i, t.name, t.offset, expect_offset);
+      Fail<FormatError>(
+          "{}: tensor #{} '{}': offset {} overlaps the previous tensor (which ends at "
+          "{})",
+          label, i, t.name, t.offset, expect_offset);
     expect_offset = Align64(t.offset + t.nbytes);
   }
 
   // Shapes and dtypes against the canonical order.
   auto expect = [&](const TensorInfo& t, SlotKind kind, uint32_t ndim,
                     const std::array<uint64_t, 4>& shape) {
-    bool ok_dtype = kind == SlotKind::kRaw      ? t.dtype == DType::kRaw
-                    : kind == SlotKind::kMatrix ? t.dtype != DType::kRaw
-                                                : (t.dtype == DType::kF16 || t.dtype == DType::kF32);
+    bool ok_dtype = kind == SlotKind::kRaw ? t.dtype == DType::kRaw
+                    : kind == SlotKind::kMatrix
+                        ? t.dtype != DType::kRaw
+                        : (t.dtype == DType::kF16 || t.dtype == DType::kF32);
     if (!ok_dtype)
       Fail<FormatError>("{}: tensor #{} '{}' has dtype {}, which this position does not allow",
                         label, t.index, t.name, DTypeName(t.dtype));
@@ -267,13 +291,15 @@ void CactFile::Parse() {
     }
   };
   if (tensors_.back().dtype != DType::kRaw)
-    Fail<FormatError>("{}: header says {} tensors, but tensor #{} (the last, which must be the RAW "
-                      "tokenizer) is {}: the tensor count does not match the directory", label,
-                      h.num_tensors, h.num_tensors - 1, DTypeName(tensors_.back().dtype));
+    Fail<FormatError>(
+        "{}: header says {} tensors, but tensor #{} (the last, which must be the RAW "
+        "tokenizer) is {}: the tensor count does not match the directory",
+        label, h.num_tensors, h.num_tensors - 1, DTypeName(tensors_.back().dtype));
   for (uint64_t i = 0; i < n_core; ++i)
     expect(tensors_[i], core[i].kind, core[i].ndim, core[i].shape);
 
-  // Probe heads: manifest [H] of head codes, then per head probes [P, d], proj [out, P*d], bias [out].
+  // Probe heads: manifest [H] of head codes, then per head probes [P, d], proj [out, P*d], bias
+  // [out].
   heads_.clear();
   if (n_heads > 0) {
     TensorInfo& man = tensors_[n_core];
@@ -282,8 +308,10 @@ void CactFile::Parse() {
     for (uint64_t k = 0; k < n_heads; ++k) {
       const float c = codes[k];
       if (c != 1.f && c != 2.f)
-        Fail<FormatError>("{}: heads.manifest[{}] = {} is not a known head code (1 contrastive, "
-                          "2 confidence)", label, k, c);
+        Fail<FormatError>(
+            "{}: heads.manifest[{}] = {} is not a known head code (1 contrastive, "
+            "2 confidence)",
+            label, k, c);
       const HeadKind kind = c == 1.f ? HeadKind::kContrastive : HeadKind::kConfidence;
       for (const auto& prev : heads_)
         if (prev.kind == kind)
@@ -301,7 +329,8 @@ void CactFile::Parse() {
       expect(*pj, SlotKind::kMatrix, 2, {0, P * geometry_.d_model, 0, 0});
       const uint64_t out = pj->shape[0];
       expect(*bi, SlotKind::kVector, 1, {out, 0, 0, 0});
-      heads_.push_back({kind, static_cast<uint32_t>(P), static_cast<uint32_t>(out), ip, ip + 1, ip + 2});
+      heads_.push_back(
+          {kind, static_cast<uint32_t>(P), static_cast<uint32_t>(out), ip, ip + 1, ip + 2});
     }
   }
 

@@ -1,4 +1,5 @@
-// The .cact v2 container (Needle 2): header, codebooks, directory and tensor views over a mapped file.
+// The .cact v2 container (Needle 2): header, codebooks, directory and tensor views over a mapped
+// file.
 //
 // Layout (little-endian, spec: FORMAT.md):
 //   [Header 120 B][codebooks codebook_len x f32][directory num_tensors x 44 B][pad]
@@ -62,12 +63,12 @@ static_assert(sizeof(Header) == 120, "Header must match struct '<29If'");
 struct DirRecord {
   uint8_t dtype;  // DType
   uint8_t ndim;
-  uint16_t pad;        // 0
-  uint32_t shape[4];   // unused dims 0
-  uint64_t offset;     // absolute file offset of the blob (multiple of 64)
-  uint64_t nbytes;     // blob size
-  uint32_t group;      // CQ only, else 0
-  uint32_t bits;       // CQ only: 2, 3, 4 or 5 (ternary), else 0
+  uint16_t pad;       // 0
+  uint32_t shape[4];  // unused dims 0
+  uint64_t offset;    // absolute file offset of the blob (multiple of 64)
+  uint64_t nbytes;    // blob size
+  uint32_t group;     // CQ only, else 0
+  uint32_t bits;      // CQ only: 2, 3, 4 or 5 (ternary), else 0
 };
 #pragma pack(pop)
 static_assert(sizeof(DirRecord) == 44, "DirRecord must match struct '<BBHIIIIQQII'");
@@ -86,14 +87,16 @@ struct TensorInfo {
   uint32_t group = 0;
   uint32_t bits = 0;  // record bits (5 = ternary)
 
-  uint64_t elements() const;              // product of shape (0 for RAW)
+  uint64_t elements() const;  // product of shape (0 for RAW)
   uint64_t rows() const { return shape[0]; }
-  uint64_t cols() const;                  // product of shape[1..ndim)
-  std::string shape_str() const;          // "[512, 128]"
+  uint64_t cols() const;          // product of shape[1..ndim)
+  std::string shape_str() const;  // "[512, 128]"
 };
 
 // Bits stored per code (ternary codes use 2-bit crumbs).
-inline uint32_t CodeBits(uint32_t record_bits) { return record_bits == kTernaryBits ? 2 : record_bits; }
+inline uint32_t CodeBits(uint32_t record_bits) {
+  return record_bits == kTernaryBits ? 2 : record_bits;
+}
 
 // Byte size of a CQ blob for an [rows, cols] matrix; in_pad = ceil(cols / group) * group.
 uint64_t CqBlobBytes(uint64_t rows, uint64_t cols, uint32_t group, uint32_t record_bits);
@@ -118,9 +121,9 @@ struct HeadInfo {
   HeadKind kind;
   uint32_t num_probes;  // P
   uint32_t out_dim;     // out
-  uint32_t probes;  // tensor index: [P, d]
-  uint32_t proj;    // tensor index: [out, P*d]
-  uint32_t bias;    // tensor index: [out]
+  uint32_t probes;      // tensor index: [P, d]
+  uint32_t proj;        // tensor index: [out, P*d]
+  uint32_t bias;        // tensor index: [out]
 };
 
 // A validated, read-only .cact file. Tensor data stays in the mapping; nothing is copied.

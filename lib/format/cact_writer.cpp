@@ -1,4 +1,5 @@
-// .cact v2 serialization: [header][codebooks][directory][pad][blob][pad][blob]... (no trailing pad).
+// .cact v2 serialization: [header][codebooks][directory][pad][blob][pad][blob]... (no trailing
+// pad).
 #include "format/cact_writer.h"
 
 #include <cstring>

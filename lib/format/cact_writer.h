@@ -16,8 +16,8 @@ struct TensorRecord {
   DType dtype = DType::kF16;
   uint32_t ndim = 0;
   std::array<uint32_t, 4> shape{};
-  uint32_t group = 0, bits = 0;     // CQ only
-  std::span<const uint8_t> data;    // blob bytes (must match shape/dtype/group/bits)
+  uint32_t group = 0, bits = 0;   // CQ only
+  std::span<const uint8_t> data;  // blob bytes (must match shape/dtype/group/bits)
 };
 
 // Record for an existing tensor of `file`, pointing at its bytes.

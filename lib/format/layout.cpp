@@ -10,10 +10,14 @@ namespace needle::format {
 
 const char* DTypeName(DType d) {
   switch (d) {
-    case DType::kF16: return "FP16";
-    case DType::kF32: return "FP32";
-    case DType::kCQ: return "CQ";
-    case DType::kRaw: return "RAW";
+    case DType::kF16:
+      return "FP16";
+    case DType::kF32:
+      return "FP32";
+    case DType::kCQ:
+      return "CQ";
+    case DType::kRaw:
+      return "RAW";
   }
   return "?";
 }
@@ -36,7 +40,8 @@ constexpr uint32_t kMaxDim = 1u << 24;  // sanity bound on any single size (keep
 Geometry Geometry::FromHeader(const Header& h, const std::string& label) {
   auto check_range = [&](const char* field, uint32_t v, uint32_t lo, uint32_t hi) {
     if (v < lo || v > hi)
-      Fail<FormatError>("{}: header field {} = {} is out of range [{}, {}]", label, field, v, lo, hi);
+      Fail<FormatError>("{}: header field {} = {} is out of range [{}, {}]", label, field, v, lo,
+                        hi);
   };
   Geometry g;
   check_range("vocab", h.vocab, 1, kMaxDim);
@@ -65,8 +70,8 @@ Geometry Geometry::FromHeader(const Header& h, const std::string& label) {
     check_range("engram_conv_dilation", h.engram_conv_dilation, 1, 64);
     check_range("num_engram_tables", h.num_engram_tables, h.num_engram_orders, 256);
     if (h.num_engram_tables % h.num_engram_orders != 0)
-      Fail<FormatError>("{}: num_engram_tables {} is not a multiple of num_engram_orders {}",
-                        label, h.num_engram_tables, h.num_engram_orders);
+      Fail<FormatError>("{}: num_engram_tables {} is not a multiple of num_engram_orders {}", label,
+                        h.num_engram_tables, h.num_engram_orders);
     for (uint32_t i = 0; i < h.num_engram_orders; ++i)
       if (h.engram_orders[i] < 1 || h.engram_orders[i] > 64)
         Fail<FormatError>("{}: engram_orders[{}] = {} is out of range [1, 64]", label, i,
@@ -120,16 +125,17 @@ void Geometry::ToHeader(Header* h) const {
   h->engram_conv_taps = engram_conv_taps;
   h->engram_conv_dilation = engram_conv_dilation;
   h->num_engram_orders = static_cast<uint32_t>(engram_orders.size());
-  for (int i = 0; i < 4; ++i) h->engram_orders[i] = i < (int)engram_orders.size() ? engram_orders[i] : 0;
+  for (int i = 0; i < 4; ++i)
+    h->engram_orders[i] = i < (int)engram_orders.size() ? engram_orders[i] : 0;
   h->num_engram_sites = static_cast<uint32_t>(engram_sites.size());
-  for (int i = 0; i < 4; ++i) h->engram_sites[i] = i < (int)engram_sites.size() ? engram_sites[i] : 0;
+  for (int i = 0; i < 4; ++i)
+    h->engram_sites[i] = i < (int)engram_sites.size() ? engram_sites[i] : 0;
   h->rope_theta = rope_theta;
 }
 
-static const char* const kLayerNames[14] = {"norm_in",   "q_proj",   "k_proj",    "v_proj",
-                                            "q_norm",    "k_norm",   "gate_proj", "out_proj",
-                                            "post_norm", "attn_gate", "pre_hada", "d1",
-                                            "d2",        "d3"};
+static const char* const kLayerNames[14] = {
+    "norm_in",  "q_proj",    "k_proj",    "v_proj",   "q_norm", "k_norm", "gate_proj",
+    "out_proj", "post_norm", "attn_gate", "pre_hada", "d1",     "d2",     "d3"};
 
 const char* LayerTensorName(uint32_t i) { return i < 14 ? kLayerNames[i] : "?"; }
 uint64_t TensorsPerLayer() { return 14; }

@@ -34,7 +34,8 @@ struct Geometry {
   uint32_t attn_dim() const { return num_heads * head_dim; }
   uint32_t kv_dim() const { return num_kv_heads * head_dim; }
   uint32_t engram_heads_per_order() const {
-    return engram_orders.empty() ? 0 : num_engram_tables / static_cast<uint32_t>(engram_orders.size());
+    return engram_orders.empty() ? 0
+                                 : num_engram_tables / static_cast<uint32_t>(engram_orders.size());
   }
   uint32_t engram_dim() const { return num_engram_tables * engram_sub_dim; }
   // Index of layer `layer` in engram_sites, or -1.

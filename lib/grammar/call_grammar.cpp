@@ -12,13 +12,11 @@ constexpr uint64_t kFnvOffset = 1469598103934665603ull;
 constexpr uint64_t kFnvPrime = 1099511628211ull;
 uint64_t Fnv(uint64_t h, uint8_t c) { return (h ^ c) * kFnvPrime; }
 
-constexpr std::string_view kNamePrefix = "\"name\":\"";          // after the call's `{`
-constexpr std::string_view kArgumentsKey = ",\"arguments\":";    // after the name's `"`
+constexpr std::string_view kNamePrefix = "\"name\":\"";        // after the call's `{`
+constexpr std::string_view kArgumentsKey = ",\"arguments\":";  // after the name's `"`
 
 bool IsDigit(uint8_t c) { return c >= '0' && c <= '9'; }
-bool IsHex(uint8_t c) {
-  return IsDigit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
-}
+bool IsHex(uint8_t c) { return IsDigit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'); }
 int HexValue(uint8_t c) {
   if (IsDigit(c)) return c - '0';
   if (c >= 'a' && c <= 'f') return c - 'a' + 10;
@@ -47,14 +45,22 @@ int EncodeUtf8(uint32_t cp, char* out) {
 // Escape letter -> the byte it stands for (0 = not a one-letter escape).
 uint8_t SimpleEscape(uint8_t c) {
   switch (c) {
-    case '"': return '"';
-    case '\\': return '\\';
-    case '/': return '/';
-    case 'b': return 0x08;
-    case 'f': return 0x0C;
-    case 'n': return 0x0A;
-    case 'r': return 0x0D;
-    case 't': return 0x09;
+    case '"':
+      return '"';
+    case '\\':
+      return '\\';
+    case '/':
+      return '/';
+    case 'b':
+      return 0x08;
+    case 'f':
+      return 0x0C;
+    case 'n':
+      return 0x0A;
+    case 'r':
+      return 0x0D;
+    case 't':
+      return 0x09;
   }
   return 0;
 }
@@ -66,10 +72,17 @@ constexpr uint8_t kLiteralsEnum = 0, kLiteralsBool = 1, kLiteralsNull = 2;
 void ValueDone(GrammarState& s) {
   Frame& p = s.frames[s.depth - 1];
   switch (p.kind) {
-    case FrameKind::kObject: p.phase = 3; break;
-    case FrameKind::kArray: p.phase = 1; break;
-    case FrameKind::kCall: p.phase = 3; break;
-    default: break;
+    case FrameKind::kObject:
+      p.phase = 3;
+      break;
+    case FrameKind::kArray:
+      p.phase = 1;
+      break;
+    case FrameKind::kCall:
+      p.phase = 3;
+      break;
+    default:
+      break;
   }
 }
 
@@ -289,9 +302,12 @@ CallGrammar::Result CallGrammar::Step(GrammarState& s, uint8_t c) const {
           s.call_hash = kFnvOffset;  // the `{` is hashed by Feed
           return Result::kAccept;
         case 2:
-          if (c == ',') f.phase = 3;
-          else if (c == ']') f.phase = 4;
-          else return Result::kReject;
+          if (c == ',')
+            f.phase = 3;
+          else if (c == ']')
+            f.phase = 4;
+          else
+            return Result::kReject;
           return Result::kAccept;
         default:
           return Result::kReject;
@@ -438,9 +454,12 @@ CallGrammar::Result CallGrammar::Step(GrammarState& s, uint8_t c) const {
       const bool digit = IsDigit(c);
       switch (f.phase) {
         case 0:
-          if (c == '-') f.phase = 1;
-          else if (digit) f.phase = 2;
-          else return Result::kReject;
+          if (c == '-')
+            f.phase = 1;
+          else if (digit)
+            f.phase = 2;
+          else
+            return Result::kReject;
           return Result::kAccept;
         case 1:
         case 3:
@@ -467,9 +486,12 @@ CallGrammar::Result CallGrammar::Step(GrammarState& s, uint8_t c) const {
           }
           return end();
         case 5:
-          if (c == '+' || c == '-') f.phase = 6;
-          else if (digit) f.phase = 7;
-          else return Result::kReject;
+          if (c == '+' || c == '-')
+            f.phase = 6;
+          else if (digit)
+            f.phase = 7;
+          else
+            return Result::kReject;
           return Result::kAccept;
         default:
           if (digit) return Result::kAccept;

@@ -39,11 +39,11 @@ struct Frame {
   uint8_t phase = 0;
   uint8_t literal_set = 0;  // kLiteral: which candidate list (see call_grammar.cpp)
   bool integer_only = false;
-  int32_t node = 0;     // schema node (kKey: object node, or -1 = tool names)
-  uint64_t mask = 0;    // kObject: keys used; kKey/kLiteral: candidates alive
-  int32_t count = 0;    // kArray: items; kString: chars; kKey/kLiteral/kCall: byte offset
-  int32_t pending = -1; // kObject: key just read; kCall: chosen tool
-  uint32_t hex = 0;     // kKey: \u accumulator
+  int32_t node = 0;      // schema node (kKey: object node, or -1 = tool names)
+  uint64_t mask = 0;     // kObject: keys used; kKey/kLiteral: candidates alive
+  int32_t count = 0;     // kArray: items; kString: chars; kKey/kLiteral/kCall: byte offset
+  int32_t pending = -1;  // kObject: key just read; kCall: chosen tool
+  uint32_t hex = 0;      // kKey: \u accumulator
   uint8_t hex_digits = 0;
   uint8_t utf8_len = 0, utf8_pos = 0;  // kKey: bytes of a decoded escape still to compare
   std::array<char, 4> utf8{};
@@ -54,11 +54,11 @@ inline constexpr int kMaxRememberedCalls = 16;
 
 struct GrammarState {
   std::array<Frame, kMaxDepth> frames{};
-  int depth = 0;                // frames[0 .. depth-1] are live; 0 = dead
-  uint64_t call_hash = 0;       // FNV-1a of the current call's bytes (from its `{`)
+  int depth = 0;           // frames[0 .. depth-1] are live; 0 = dead
+  uint64_t call_hash = 0;  // FNV-1a of the current call's bytes (from its `{`)
   int calls_done = 0;
   std::array<uint64_t, kMaxRememberedCalls> done_hashes{};
-  bool require_call = false;    // `[]` refused (tool-result turns)
+  bool require_call = false;  // `[]` refused (tool-result turns)
 
   bool dead() const { return depth == 0; }
   const Frame& top() const { return frames[depth - 1]; }

@@ -53,12 +53,12 @@ class Builder {
       n.has_enum = true;
       for (const Json& v : *values) {
         // Keep only values the declared type allows.
-        uint8_t bit = v.is_string()             ? kTypeString
-                      : v.is_number_integer()   ? kTypeInteger | kTypeNumber
-                      : v.is_number()           ? kTypeNumber
-                      : v.is_boolean()          ? kTypeBoolean
-                      : v.is_null()             ? kTypeNull
-                                                : 0;
+        uint8_t bit = v.is_string()           ? kTypeString
+                      : v.is_number_integer() ? kTypeInteger | kTypeNumber
+                      : v.is_number()         ? kTypeNumber
+                      : v.is_boolean()        ? kTypeBoolean
+                      : v.is_null()           ? kTypeNull
+                                              : 0;
         if (n.types && !(n.types & bit)) continue;
         if (bit) n.enum_literals.push_back(v.dump());
       }

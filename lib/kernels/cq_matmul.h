@@ -59,8 +59,8 @@ void CqGemmAvx2(const CqMatrix& m, const float* x_hat, size_t n, size_t row_begi
                 float* y, size_t ldy);
 // Requires AVX-512 F/BW/VL/DQ plus the AVX2 set (checked by the dispatcher); groups that are not
 // a multiple of 16 take the AVX2 path.
-void CqGemmAvx512(const CqMatrix& m, const float* x_hat, size_t n, size_t row_begin,
-                  size_t row_end, float* y, size_t ldy);
+void CqGemmAvx512(const CqMatrix& m, const float* x_hat, size_t n, size_t row_begin, size_t row_end,
+                  float* y, size_t ldy);
 #endif
 
 }  // namespace needle::kernels

@@ -30,8 +30,8 @@ struct PermuteDecoder {
   __m256i shifts;
   explicit PermuteDecoder(const CqMatrix& m)
       : hi(_mm256_loadu_ps(m.levels + 8)),
-        shifts(
-            _mm256_setr_epi32(0, BITS, 2 * BITS, 3 * BITS, 4 * BITS, 5 * BITS, 6 * BITS, 7 * BITS)) {
+        shifts(_mm256_setr_epi32(0, BITS, 2 * BITS, 3 * BITS, 4 * BITS, 5 * BITS, 6 * BITS,
+                                 7 * BITS)) {
     float t[8];
     for (uint32_t i = 0; i < 8; ++i) t[i] = m.levels[BITS == 2 ? i % 4 : i];
     lo = _mm256_loadu_ps(t);

@@ -126,8 +126,8 @@ void Gemm(const Dec& dec, const CqMatrix& m, const float* x_hat, size_t n, size_
 
 }  // namespace
 
-void CqGemmAvx512(const CqMatrix& m, const float* x_hat, size_t n, size_t row_begin,
-                  size_t row_end, float* y, size_t ldy) {
+void CqGemmAvx512(const CqMatrix& m, const float* x_hat, size_t n, size_t row_begin, size_t row_end,
+                  float* y, size_t ldy) {
   // Groups of 8 (not 16) keep the AVX2 chunking; other groups the reference's.
   if (m.group % 16 != 0) return CqGemmAvx2(m, x_hat, n, row_begin, row_end, y, ldy);
   switch (m.code_bits) {

@@ -44,8 +44,11 @@ nlohmann::ordered_json ToJson(const BenchRecord& r) {
 
 namespace {
 nlohmann::ordered_json SystemJson(const SystemInfo& s) {
-  return {{"cpu", s.cpu_model}, {"logical_cores", s.logical_cores}, {"os", s.os},
-          {"compiler", s.compiler}, {"needle_version", s.version}};
+  return {{"cpu", s.cpu_model},
+          {"logical_cores", s.logical_cores},
+          {"os", s.os},
+          {"compiler", s.compiler},
+          {"needle_version", s.version}};
 }
 }  // namespace
 
@@ -82,16 +85,16 @@ std::string Render(const std::vector<BenchRecord>& records, const SystemInfo& sy
       using A = Table::Align;
       Table t({"isa", "path", "threads", "pp", "tg", "load s", "prefill tok/s", "decode tok/s",
                "peak RSS MiB"},
-              {A::kLeft, A::kLeft, A::kRight, A::kRight, A::kRight, A::kRight, A::kRight,
-               A::kRight, A::kRight});
+              {A::kLeft, A::kLeft, A::kRight, A::kRight, A::kRight, A::kRight, A::kRight, A::kRight,
+               A::kRight});
       for (const auto& r : records)
-        t.AddRow({r.isa, r.path, std::to_string(r.threads), std::to_string(r.prompt_tokens),
-                  std::to_string(r.gen_tokens), fmt::format("{:.3f}", r.load_seconds),
-                  fmt::format("{:.1f} ± {:.1f}", r.prefill_median(),
-                              MedianAbsDeviation(r.prefill_tok_s)),
-                  fmt::format("{:.1f} ± {:.1f}", r.decode_median(),
-                              MedianAbsDeviation(r.decode_tok_s)),
-                  fmt::format("{:.1f}", double(r.peak_rss_bytes) / (1024.0 * 1024.0))});
+        t.AddRow(
+            {r.isa, r.path, std::to_string(r.threads), std::to_string(r.prompt_tokens),
+             std::to_string(r.gen_tokens), fmt::format("{:.3f}", r.load_seconds),
+             fmt::format("{:.1f} ± {:.1f}", r.prefill_median(),
+                         MedianAbsDeviation(r.prefill_tok_s)),
+             fmt::format("{:.1f} ± {:.1f}", r.decode_median(), MedianAbsDeviation(r.decode_tok_s)),
+             fmt::format("{:.1f}", double(r.peak_rss_bytes) / (1024.0 * 1024.0))});
       std::string out = fmt::format("cpu: {} ({} logical cores), {}, {}\n", sys.cpu_model,
                                     sys.logical_cores, sys.os, sys.compiler);
       if (!records.empty()) out += fmt::format("model: {}\n", records.front().model);

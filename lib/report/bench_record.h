@@ -3,10 +3,9 @@
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "report/system.h"
 
@@ -14,10 +13,10 @@ namespace needle::report {
 
 struct BenchRecord {
   // Parameters of this point.
-  std::string model;       // path
+  std::string model;  // path
   std::string model_sha256;
-  std::string isa;         // kernel path used ("avx2", "scalar", ...)
-  std::string path;        // numeric path ("f32", ...)
+  std::string isa;   // kernel path used ("avx2", "scalar", ...)
+  std::string path;  // numeric path ("f32", ...)
   int threads = 1;
   int prompt_tokens = 0;
   int gen_tokens = 0;
@@ -26,7 +25,7 @@ struct BenchRecord {
   double load_seconds = 0;            // open + validate + build weights (median)
   std::vector<double> prefill_tok_s;  // one sample per repetition
   std::vector<double> decode_tok_s;
-  uint64_t peak_rss_bytes = 0;        // process peak after all repetitions
+  uint64_t peak_rss_bytes = 0;  // process peak after all repetitions
   uint64_t model_bytes = 0;
 
   double prefill_median() const;

@@ -1,12 +1,11 @@
 // Session: prefix prefill + snapshot, the engine's turn protocol and the plain greedy loop.
 #include "session/session.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cctype>
 #include <cmath>
-
-#include <fmt/format.h>
-
 #include <nlohmann/json.hpp>
 
 #include "base/error.h"
@@ -62,11 +61,16 @@ std::string LowerAscii(std::string_view s) {
 
 const char* StopReasonName(StopReason r) {
   switch (r) {
-    case StopReason::kEos: return "eos";
-    case StopReason::kImEnd: return "im_end";
-    case StopReason::kBudget: return "budget";
-    case StopReason::kNoCandidate: return "no_candidate";
-    case StopReason::kCallDone: return "call_done";
+    case StopReason::kEos:
+      return "eos";
+    case StopReason::kImEnd:
+      return "im_end";
+    case StopReason::kBudget:
+      return "budget";
+    case StopReason::kNoCandidate:
+      return "no_candidate";
+    case StopReason::kCallDone:
+      return "call_done";
   }
   return "?";
 }
@@ -75,21 +79,21 @@ const char* StopReasonName(StopReason r) {
 struct Session::TurnState {
   std::string query;
   int max_new_tokens = 0;
-  int counted = 0;              // tokens charged to the budget
-  int committed = 0;            // tokens generated (branch extensions included, appended not)
-  std::vector<int32_t> ids;     // every token added to the context this turn (after the turn)
+  int counted = 0;           // tokens charged to the budget
+  int committed = 0;         // tokens generated (branch extensions included, appended not)
+  std::vector<int32_t> ids;  // every token added to the context this turn (after the turn)
   std::vector<int32_t> think_ids, text_ids;
-  std::string calls;            // call JSON bytes as generated
+  std::string calls;  // call JSON bytes as generated
   bool call_started = false, call_complete = false, dead_end = false, budget_out = false;
-  double dc = 1.0;              // min renormalized probability over the call tokens
-  double text_prob_sum = 0;     // free text: sum of per-token probabilities
+  double dc = 1.0;           // min renormalized probability over the call tokens
+  double text_prob_sum = 0;  // free text: sum of per-token probabilities
   int text_prob_count = 0;
   StopReason stop = StopReason::kBudget;
   int remaining() const { return max_new_tokens - counted; }
 };
 
-Session::Session(const format::CactFile& file, const SessionConfig& config,
-                 std::string_view system, std::string_view tools_json)
+Session::Session(const format::CactFile& file, const SessionConfig& config, std::string_view system,
+                 std::string_view tools_json)
     : file_(file),
       config_(config),
       tokenizer_(text::Tokenizer::FromCact(file)),
@@ -202,8 +206,8 @@ TurnResult Session::Decode(std::vector<int32_t> turn_ids, int max_tokens, TokenF
       filter->AllowedMask(allowed_);
       best = BestAllowed(allowed_);
     } else {
-      best = static_cast<int32_t>(std::max_element(logits_.begin(), logits_.end()) -
-                                  logits_.begin());
+      best =
+          static_cast<int32_t>(std::max_element(logits_.begin(), logits_.end()) - logits_.begin());
     }
     if (best < 0) {
       r.stop = StopReason::kNoCandidate;
@@ -249,10 +253,10 @@ void Session::DecodeCall(TurnState& t, bool require_call) {
     if (n >= 0) return n;
     if (s.depth != 4 || s.frames[1].kind != grammar::FrameKind::kCall) return -1;
     const grammar::Frame& top = s.top();
-    const bool empty_string = top.kind == grammar::FrameKind::kString && top.phase == 0 &&
-                              top.count == 0;
-    const bool enum_open = top.kind == grammar::FrameKind::kLiteral && top.literal_set == 0 &&
-                           top.count == 1;
+    const bool empty_string =
+        top.kind == grammar::FrameKind::kString && top.phase == 0 && top.count == 0;
+    const bool enum_open =
+        top.kind == grammar::FrameKind::kLiteral && top.literal_set == 0 && top.count == 1;
     if (!empty_string && !enum_open) return -1;
     *after_quote = true;
     return top.node;
@@ -294,9 +298,8 @@ void Session::DecodeCall(TurnState& t, bool require_call) {
     }
     const AllowedStats stats = StatsOf(logits_, allowed_);
     bool after_quote = false;
-    const int32_t node = handled_value_at == static_cast<int32_t>(t.ids.size())
-                             ? -1
-                             : value_start(gs, &after_quote);
+    const int32_t node =
+        handled_value_at == static_cast<int32_t>(t.ids.size()) ? -1 : value_start(gs, &after_quote);
     if (node >= 0) {
       handled_value_at = static_cast<int32_t>(t.ids.size());
       const grammar::SchemaNode& sn = g.schema().nodes[node];
@@ -393,8 +396,8 @@ void Session::DecodeCall(TurnState& t, bool require_call) {
           }
           const double score = sum_lp / ids.size();
           if (pc.trace)
-            fmt::print(stderr, "  branch {:?} score {:.4f} tokens {}\n",
-                       tokenizer_.Decode(ids), score, ids.size());
+            fmt::print(stderr, "  branch {:?} score {:.4f} tokens {}\n", tokenizer_.Decode(ids),
+                       score, ids.size());
           if (score > best_score) {
             best_score = score;
             best_ids = ids;
@@ -425,7 +428,7 @@ Reply Session::Respond(std::string_view input, int max_new_tokens) {
   t.max_new_tokens = max_new_tokens;
   const bool tool_result = !fresh_ && last_turn_had_calls_;
   TurnResult& r = reply.turn;
-  r.turn_ids = fresh_ ? renderer_.FirstTurnIds(input)
+  r.turn_ids = fresh_        ? renderer_.FirstTurnIds(input)
                : tool_result ? renderer_.ToolResultTurnIds(input, inventory_.size())
                              : renderer_.UserTurnIds(input);
   fresh_ = false;
@@ -489,8 +492,8 @@ Reply Session::Respond(std::string_view input, int max_new_tokens) {
 
   if (max_new_tokens > 0) {
     if (!tool_result) {
-      const int32_t first = logits_[chat.think] > logits_[chat.tool_call] ? chat.think
-                                                                           : chat.tool_call;
+      const int32_t first =
+          logits_[chat.think] > logits_[chat.tool_call] ? chat.think : chat.tool_call;
       commit(first);
       if (first == chat.tool_call || think_phase()) DecodeCall(t, false);
     } else {
@@ -547,8 +550,10 @@ void Session::Finish(TurnState& t, Reply* reply) {
   reply->free_text = tokenizer_.Decode(t.text_ids);
   const std::string_view think = text::TrimAscii(reply->think_text);
   const std::string_view free = text::TrimAscii(reply->free_text);
-  if (!think.empty()) reply->reasoning = std::string(think);
-  else if (!free.empty()) reply->reasoning = std::string(free);
+  if (!think.empty())
+    reply->reasoning = std::string(think);
+  else if (!free.empty())
+    reply->reasoning = std::string(free);
   reply->head_confidence = HeadConfidence();
   last_turn_had_calls_ = false;
   if (t.call_started) {
@@ -574,9 +579,12 @@ void Session::Finish(TurnState& t, Reply* reply) {
             if (!args.is_object()) continue;
             for (auto it = args.begin(); it != args.end(); ++it) {
               std::string v;
-              if (it->is_string()) v = it->get<std::string>();
-              else if (it->is_number()) v = it->dump();
-              else continue;
+              if (it->is_string())
+                v = it->get<std::string>();
+              else if (it->is_number())
+                v = it->dump();
+              else
+                continue;
               if (q.find(LowerAscii(v)) == std::string::npos)
                 reply->ungrounded.push_back(call.value("name", "") + "." + it.key());
             }
@@ -584,8 +592,7 @@ void Session::Finish(TurnState& t, Reply* reply) {
           for (const char* w : {"don't", "dont", "never", "no longer", "do not"}) {
             const size_t p = q.find(w);
             if (p == std::string::npos) continue;
-            if (std::string_view(w) == "do not" && q.compare(p, 13, "do not forget") == 0)
-              continue;
+            if (std::string_view(w) == "do not" && q.compare(p, 13, "do not forget") == 0) continue;
             reply->negation = true;
           }
         }

@@ -69,7 +69,7 @@ struct TurnResult {
 struct Reply {
   TurnResult turn;
   int counted_tokens = 0;  // committed tokens, appended ones excluded (the engine's return value)
-  std::string type = "respond";    // "call" iff `[` was generated
+  std::string type = "respond";  // "call" iff `[` was generated
   bool success = true;
   std::optional<std::string> error, error_code, reason;
   std::string function_calls = "[]";  // JSON text, verbatim
@@ -77,7 +77,7 @@ struct Reply {
   std::string think_text;             // decoded think content (untrimmed)
   std::string free_text;              // decoded free text of a respond turn
   std::optional<std::string> reasoning;
-  std::optional<double> confidence;   // null for models without a confidence head
+  std::optional<double> confidence;                     // null for models without a confidence head
   double head_confidence = -1, decode_confidence = -1;  // Hc, Dc (-1 = not available)
   bool zero_tools = false;
   // validation (non-empty successful calls only)
@@ -138,7 +138,7 @@ class Session {
   std::unique_ptr<model::Decoder> decoder_;
   model::Snapshot prefix_snapshot_, branch_snapshot_;
   int confidence_head_ = -1;
-  bool fresh_ = true;              // no turn since the prefix
+  bool fresh_ = true;  // no turn since the prefix
   bool last_turn_had_calls_ = false;
   std::vector<float> logits_, branch_logits_;
   std::vector<uint8_t> allowed_, text_allowed_;
