@@ -47,7 +47,7 @@ void LaneMean(const float* X, size_t lanes, size_t d, float* out) {
 }  // namespace
 
 Decoder::Decoder(const Model& model, const DecoderConfig& config)
-    : model_(&model), w_(&model.weights()), geometry_(model.geometry()), config_(config) {
+    : w_(&model.weights()), geometry_(model.geometry()), config_(config) {
   const format::Geometry& g = geometry_;
   kernels_ = config.kernels ? config.kernels : &kernels::ActiveKernels();
   if (config_.max_batch == 0) config_.max_batch = 1;

@@ -123,7 +123,6 @@ class Decoder {
   void PoolCells(const float* cells, size_t n, size_t ld);
   size_t SlotsUsed() const;
 
-  const Model* model_;
   const Weights* w_;
   format::Geometry geometry_;
   DecoderConfig config_;
