@@ -353,6 +353,7 @@ TEST_CASE("odd geometry: forward pass equals a dense f64 reference", "[model][ge
   for (const auto& [window, sinks] : {std::pair<uint32_t, uint32_t>{0, 0}, {5, 3}}) {
     const std::vector<double> expect = DenseForward(file, ids, window, sinks);
     needle::model::DecoderConfig cfg;
+    cfg.path = needle::model::NumericPath::kF32;  // the dense reference is f32 semantics
     cfg.kv_window = window;
     cfg.sink_len = sinks;
     cfg.max_positions = 32;

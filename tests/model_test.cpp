@@ -28,7 +28,12 @@ std::string GoldenPath(const std::string& dir) {
   return std::string(NEEDLE_TEST_DATA) + "/golden/" + dir + "/golden.json";
 }
 
-void CheckReferences(const std::string& model_file, const std::string& golden_dir) {
+using needle::model::NumericPath;
+
+// Upstream f32 reference entries. The f32 path must track them within the f32 tolerance at every
+// position; the official (int8) path as the engine does (cosine, same top-1).
+void CheckReferences(const std::string& model_file, const std::string& golden_dir,
+                     NumericPath path = NumericPath::kF32) {
   const auto file = needle::format::CactFile::Open(ModelPath(model_file));
   const Model model(file);
   const auto golden = needle::model::LoadGolden(GoldenPath(golden_dir), model.geometry().vocab);
@@ -36,13 +41,21 @@ void CheckReferences(const std::string& model_file, const std::string& golden_di
   const needle::model::Tolerances tol;
   for (size_t i = 0; i < golden.reference.size(); ++i) {
     const auto& c = golden.reference[i];
-    const auto r = needle::model::RunReference(model, c, tol, 1);
-    INFO(model_file << " reference " << i << " (" << c.ids.size() << " ids, window " << c.kv_window
-                    << ", sinks " << c.sink_len << "): max|diff| " << r.max_abs_diff << " cosine "
-                    << r.cosine << " top5 mismatches " << r.top5_mismatches << " first at "
+    const auto r = needle::model::RunReference(model, c, tol, 1, nullptr, path);
+    INFO(model_file << " " << needle::model::NumericPathName(path) << " reference " << i << " ("
+                    << c.ids.size() << " ids, window " << c.kv_window << ", sinks " << c.sink_len
+                    << "): max|diff| " << r.max_abs_diff << " cosine " << r.cosine
+                    << " top5 mismatches " << r.top5_mismatches << " first at "
                     << r.first_mismatch);
-    CHECK(r.max_abs_diff <= tol.reference_max_abs);
-    CHECK(r.top5_mismatches == 0);
+    if (path == NumericPath::kF32) {
+      CHECK(r.max_abs_diff <= tol.reference_max_abs);
+      CHECK(r.top5_mismatches == 0);
+    } else {
+      CHECK(r.max_abs_diff > 0.f);  // int8 arithmetic is not the f32 reference
+      CHECK(r.cosine >= tol.cross_cosine);
+      CHECK(r.top1 == r.expected_top1);
+    }
+    CHECK(r.pass);
   }
 }
 
@@ -54,39 +67,70 @@ TEST_CASE("tiny matches the upstream f32 reference logits", "[model]") {
 
 namespace {
 
-void CheckOfficial(const std::string& model_file, const std::string& golden_dir) {
+// The official engine's first-step logits. The official path must give every logit bit for bit;
+// the f32 path agrees as f32 and int8 arithmetic agree.
+void CheckOfficial(const std::string& model_file, const std::string& golden_dir,
+                   NumericPath path = NumericPath::kOfficial, int threads = 1,
+                   const needle::kernels::KernelTable* kernels = nullptr) {
   const auto file = needle::format::CactFile::Open(ModelPath(model_file));
   const Model model(file);
   const auto golden = needle::model::LoadGolden(GoldenPath(golden_dir), model.geometry().vocab);
   REQUIRE(golden.official.size() == 6);
   const needle::model::Tolerances tol;
   for (size_t i = 0; i < golden.official.size(); ++i) {
-    const auto r = needle::model::RunOfficial(model, golden.official[i], tol, 1);
-    INFO(model_file << " official " << i << ": cosine " << r.cosine << " max|diff| "
-                    << r.max_abs_diff << " top1 " << r.top1 << " expected " << r.expected_top1);
-    CHECK(r.cosine >= tol.official_cosine);
-    CHECK(r.top1 == r.expected_top1);
+    const auto r =
+        needle::model::RunOfficial(model, golden.official[i], tol, threads, kernels, path);
+    INFO(model_file << " " << needle::model::NumericPathName(path) << " official " << i
+                    << ": cosine " << r.cosine << " max|diff| " << r.max_abs_diff << " equal "
+                    << r.equal_logits << " top1 " << r.top1 << " expected " << r.expected_top1);
+    if (path == NumericPath::kOfficial) {
+      CHECK(r.equal_logits == model.geometry().vocab);
+      CHECK(r.max_abs_diff == 0.f);
+    } else {
+      CHECK(r.max_abs_diff > 0.f);
+      CHECK(r.cosine >= tol.cross_cosine);
+      CHECK(r.top1 == r.expected_top1);
+    }
+    CHECK(r.pass);
   }
 }
 
 }  // namespace
 
-TEST_CASE("tiny matches the official engine's first-step logits", "[model]") {
+TEST_CASE("tiny, official numerics: the engine's first-step logits bit for bit", "[model]") {
   CheckOfficial("tiny.cact", "tiny");
+  CheckReferences("tiny.cact", "tiny", NumericPath::kOfficial);
+}
+
+TEST_CASE("tiny, f32 numerics: close to the engine's first-step logits", "[model]") {
+  CheckOfficial("tiny.cact", "tiny", NumericPath::kF32);
 }
 
 TEST_CASE("small matches the upstream f32 reference logits", "[model]") {
   CheckReferences("small.cact", "small");
 }
 
-TEST_CASE("small matches the official engine's first-step logits", "[model]") {
+TEST_CASE("small, official numerics: the engine's first-step logits bit for bit", "[model]") {
   CheckOfficial("small.cact", "small");
+  CheckReferences("small.cact", "small", NumericPath::kOfficial);
+  CheckOfficial("small.cact", "small", NumericPath::kF32);
 }
 
 TEST_CASE("official geometry matches the upstream reference and the official engine",
           "[model][long]") {
   CheckReferences("official-geometry.cact", "official");
   CheckOfficial("official-geometry.cact", "official");
+  CheckOfficial("official-geometry.cact", "official", NumericPath::kF32);
+}
+
+TEST_CASE("official numerics: every ISA and thread count gives the engine's logits",
+          "[model][isa]") {
+  for (const std::string& isa : needle::kernels::AvailableIsas())
+    for (int threads : {1, 2}) {
+      INFO("isa " << isa << " threads " << threads);
+      CheckOfficial("small.cact", "small", NumericPath::kOfficial, threads,
+                    &needle::kernels::KernelsFor(isa));
+    }
 }
 
 namespace {
@@ -116,31 +160,33 @@ TEST_CASE("logits do not depend on the thread count", "[model][threads]") {
   const auto file = needle::format::CactFile::Open(ModelPath("small.cact"));
   const Model model(file);
   const auto ids = Tokens(40, model.geometry().vocab, 3);
-  for (const char* isa : {"scalar", "best"}) {
-    DecoderConfig cfg;
-    cfg.kv_window = 16;
-    cfg.sink_len = 5;
-    cfg.max_batch = 11;
-    if (std::string(isa) == "scalar") cfg.kernels = &needle::kernels::ReferenceKernels();
-    cfg.threads = 1;
-    const auto one = AllLogits(model, cfg, ids);
-    cfg.threads = 2;
-    const auto two = AllLogits(model, cfg, ids);
-    INFO("kernels " << isa);
-    REQUIRE(one.size() == two.size());
-    CHECK(std::memcmp(one.data(), two.data(), one.size() * sizeof(float)) == 0);
-    // Single-token steps (the decode kernels) too.
-    std::vector<float> step1(model.geometry().vocab), step2(model.geometry().vocab);
-    cfg.threads = 1;
-    Decoder d1(model, cfg);
-    cfg.threads = 2;
-    Decoder d2(model, cfg);
-    for (int32_t id : ids) {
-      d1.Step(id, step1);
-      d2.Step(id, step2);
-      REQUIRE(std::memcmp(step1.data(), step2.data(), step1.size() * sizeof(float)) == 0);
+  for (const NumericPath path : {NumericPath::kOfficial, NumericPath::kF32})
+    for (const char* isa : {"scalar", "best"}) {
+      DecoderConfig cfg;
+      cfg.path = path;
+      cfg.kv_window = 16;
+      cfg.sink_len = 5;
+      cfg.max_batch = 11;
+      if (std::string(isa) == "scalar") cfg.kernels = &needle::kernels::ReferenceKernels();
+      cfg.threads = 1;
+      const auto one = AllLogits(model, cfg, ids);
+      cfg.threads = 2;
+      const auto two = AllLogits(model, cfg, ids);
+      INFO("kernels " << isa << " numerics " << needle::model::NumericPathName(path));
+      REQUIRE(one.size() == two.size());
+      CHECK(std::memcmp(one.data(), two.data(), one.size() * sizeof(float)) == 0);
+      // Single-token steps (the decode kernels) too.
+      std::vector<float> step1(model.geometry().vocab), step2(model.geometry().vocab);
+      cfg.threads = 1;
+      Decoder d1(model, cfg);
+      cfg.threads = 2;
+      Decoder d2(model, cfg);
+      for (int32_t id : ids) {
+        d1.Step(id, step1);
+        d2.Step(id, step2);
+        REQUIRE(std::memcmp(step1.data(), step2.data(), step1.size() * sizeof(float)) == 0);
+      }
     }
-  }
 }
 
 TEST_CASE("batched prefill equals one token per step, also across ring wrap-around",
@@ -151,6 +197,7 @@ TEST_CASE("batched prefill equals one token per step, also across ring wrap-arou
   const auto ids = Tokens(50, V, 9);
   for (uint32_t window : {0u, 8u}) {
     DecoderConfig cfg;
+    cfg.path = NumericPath::kF32;  // each position's own window (upstream semantics)
     cfg.kv_window = window;
     cfg.sink_len = 3;
     cfg.max_positions = 64;
@@ -167,6 +214,7 @@ TEST_CASE("batched prefill equals one token per step, also across ring wrap-arou
   }
   // A window this small must change the logits (the test would be vacuous otherwise).
   DecoderConfig full, windowed;
+  full.path = windowed.path = NumericPath::kF32;
   full.max_positions = 64;
   windowed.kv_window = 8;
   windowed.sink_len = 3;
@@ -180,6 +228,7 @@ TEST_CASE("a prefix snapshot restores the exact state", "[model][snapshot]") {
   const uint32_t V = model.geometry().vocab;
   const auto prefix = Tokens(30, V, 4), turn_a = Tokens(12, V, 5), turn_b = Tokens(9, V, 6);
   DecoderConfig cfg;
+  cfg.path = NumericPath::kF32;
   cfg.kv_window = 16;
   cfg.sink_len = 30;
   Decoder dec(model, cfg);
@@ -218,6 +267,11 @@ TEST_CASE("needle verify passes tiny with its golden and fails a too-strict tole
   REQUIRE(run(cmd, &out) == 0);
   const auto j = nlohmann::json::parse(out);
   CHECK(j["pass"] == true);
+  CHECK(j["numerics"] == "official");
+  for (const auto& o : j["golden"]["official"]) {
+    CHECK(o["max_abs_diff"].get<double>() == 0.0);
+    CHECK(o["equal_logits"].get<int>() == 8192);
+  }
   CHECK(j["file"]["sha256"].get<std::string>().size() == 64);
   CHECK(j["kernels"]["pass"] == true);
   CHECK(j["decode"]["pass"] == true);
@@ -228,8 +282,14 @@ TEST_CASE("needle verify passes tiny with its golden and fails a too-strict tole
   for (const auto& r : j["golden"]["reference"]) CHECK(r["pass"] == true);
   for (const auto& o : j["golden"]["official"]) CHECK(o["cosine"].get<double>() >= 0.9998);
 
+  std::string f32;
+  REQUIRE(run(cmd + " --numerics f32", &f32) == 0);
+  const auto jf = nlohmann::json::parse(f32);
+  CHECK(jf["numerics"] == "f32");
+  for (const auto& r : jf["golden"]["reference"]) CHECK(r["max_abs_diff"].get<double>() <= 2e-3);
+  for (const auto& o : jf["golden"]["official"]) CHECK(o["max_abs_diff"].get<double>() > 0.0);
   std::string strict;
-  CHECK(run(cmd + " --max-abs 1e-9", &strict) == 1);
+  CHECK(run(cmd + " --numerics f32 --max-abs 1e-9", &strict) == 1);
   CHECK(nlohmann::json::parse(strict)["pass"] == false);
 }
 
@@ -313,6 +373,7 @@ TEST_CASE("the sink length can be changed before the prefix is fed", "[model][wi
   REQUIRE(c.kv_window == 256);
   REQUIRE(c.sink_len == 40);
   DecoderConfig cfg;
+  cfg.path = NumericPath::kF32;
   cfg.kv_window = c.kv_window;
   cfg.sink_len = 5;
   cfg.max_sink_len = 64;
@@ -327,4 +388,69 @@ TEST_CASE("the sink length can be changed before the prefix is fed", "[model][wi
   CHECK_THROWS_AS(dec.SetSinkLen(10), needle::InvalidInput);  // positions already fed
   dec.Reset();
   CHECK_THROWS_AS(dec.SetSinkLen(65), needle::InvalidInput);  // beyond the capacity
+}
+
+TEST_CASE(
+    "official numerics: calls of one token equal a batched call without a window, and the "
+    "chunk-level window makes them differ with one",
+    "[model][window][official]") {
+  const auto file = needle::format::CactFile::Open(ModelPath("tiny.cact"));
+  const Model model(file);
+  const uint32_t V = model.geometry().vocab;
+  const auto ids = Tokens(40, V, 21);
+  for (uint32_t window : {0u, 8u}) {
+    DecoderConfig cfg;
+    cfg.kv_window = window;
+    cfg.sink_len = 3;
+    cfg.max_positions = 64;
+    const auto batched = AllLogits(model, cfg, ids);
+    Decoder dec(model, cfg);
+    std::vector<float> step(V);
+    size_t equal_positions = 0;
+    for (size_t t = 0; t < ids.size(); ++t) {
+      dec.Step(ids[t], step);
+      equal_positions += std::memcmp(step.data(), batched.data() + t * V, V * 4) == 0 ? 1 : 0;
+    }
+    INFO("window " << window << ": " << equal_positions << " of " << ids.size() << " equal");
+    if (window == 0) {
+      CHECK(equal_positions == ids.size());  // the M=1 and M>1 arithmetic is the same
+    } else {
+      // Inside a 32-token call, position t sees the sinks and max(sinks, call end - W) .. t,
+      // not its own last W positions: only the sinks see the same keys either way.
+      CHECK(equal_positions < ids.size());
+      CHECK(equal_positions >= 3);
+    }
+  }
+}
+
+TEST_CASE("official numerics: a prefix snapshot restores the exact state", "[model][snapshot]") {
+  const auto file = needle::format::CactFile::Open(ModelPath("small.cact"));
+  const Model model(file);
+  const uint32_t V = model.geometry().vocab;
+  const auto prefix = Tokens(40, V, 4), turn_a = Tokens(12, V, 5), turn_b = Tokens(9, V, 6);
+  DecoderConfig cfg;
+  cfg.kv_window = 16;
+  cfg.sink_len = 40;
+  Decoder dec(model, cfg);
+  dec.Prefill(prefix, {});
+  needle::model::Snapshot snap;
+  dec.Save(&snap);
+  CHECK(snap.kv.kq.size() == size_t{model.geometry().num_layers} * 40 * model.geometry().kv_dim());
+  CHECK(snap.kv.k.empty());
+  std::vector<float> a1(V), a2(V), b1(V), fresh(V);
+  dec.Prefill(turn_a, a1);
+  dec.Restore(snap);
+  dec.Prefill(turn_b, b1);
+  dec.Restore(snap);
+  dec.Prefill(turn_a, a2);
+  CHECK(std::memcmp(a1.data(), a2.data(), V * sizeof(float)) == 0);
+  Decoder other(model, cfg);
+  other.Prefill(prefix, {});
+  other.Prefill(turn_b, fresh);
+  CHECK(std::memcmp(b1.data(), fresh.data(), V * sizeof(float)) == 0);
+  // A snapshot of the other path is refused.
+  DecoderConfig f32 = cfg;
+  f32.path = NumericPath::kF32;
+  Decoder reference(model, f32);
+  CHECK_THROWS_AS(reference.Restore(snap), needle::InvalidInput);
 }

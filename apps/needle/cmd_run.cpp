@@ -29,6 +29,7 @@ struct RunArgs {
   ModelArgs model;
   OutputArgs output;
   ThreadArgs threads;
+  NumericsArgs numerics;
   std::string tools_path;
   std::string system;
   std::vector<std::string> queries;
@@ -88,6 +89,7 @@ void Run(const RunArgs& a) {
 
   session::SessionConfig cfg;
   cfg.threads = a.threads.Resolve();
+  cfg.numerics = model::ParseNumericPath(a.numerics.numerics);
   cfg.kernels = a.isa.empty() ? nullptr : &kernels::KernelsFor(a.isa);
   cfg.protocol.trace = a.trace;
   session::Session s(file, cfg, a.system, tools_json);
@@ -159,6 +161,7 @@ void RegisterRun(CLI::App& app) {
   cmd->add_option("-n,--max-tokens", a->max_tokens, "Token budget per reply (max_new_tokens)")
       ->default_val(256);
   a->threads.Attach(cmd);
+  a->numerics.Attach(cmd);
   cmd->add_option("--isa", a->isa, "Force a kernel ISA (scalar, avx2, avx512); default: fastest");
   cmd->add_flag("--print-prompt", a->print_prompt,
                 "Print the rendered prompt text and token ids, without running the model");

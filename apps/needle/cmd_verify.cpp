@@ -27,6 +27,7 @@ struct VerifyArgs {
   ModelArgs model;
   OutputArgs output;
   ThreadArgs threads;
+  NumericsArgs numerics;
   std::string golden;
   std::string isa;
   model::Tolerances tol;
@@ -54,6 +55,8 @@ ordered_json Run(const VerifyArgs& a) {
   j["isa"] = kernels::ActiveKernels().isa;
   j["available_isas"] = kernels::AvailableIsas();
   j["threads"] = threads;
+  const model::NumericPath path = model::ParseNumericPath(a.numerics.numerics);
+  j["numerics"] = model::NumericPathName(path);
 
   // Kernels vs the scalar reference.
   ordered_json kj = ordered_json::array();
@@ -128,11 +131,11 @@ ordered_json Run(const VerifyArgs& a) {
     gj["model"] = g.model;
     gj["tolerances"] = {{"reference_max_abs", a.tol.reference_max_abs},
                         {"near_tie", a.tol.near_tie},
-                        {"official_cosine", a.tol.official_cosine}};
+                        {"cross_cosine", a.tol.cross_cosine}};
     ordered_json refs = ordered_json::array();
     for (size_t i = 0; i < g.reference.size(); ++i) {
       const auto& c = g.reference[i];
-      const auto r = model::RunReference(m, c, a.tol, threads);
+      const auto r = model::RunReference(m, c, a.tol, threads, nullptr, path);
       refs.push_back({{"index", i},
                       {"ids", c.ids.size()},
                       {"kv_window", c.kv_window},
@@ -141,6 +144,8 @@ ordered_json Run(const VerifyArgs& a) {
                       {"cosine", r.cosine},
                       {"top5_mismatches", r.top5_mismatches},
                       {"first_top5_mismatch", r.first_mismatch},
+                      {"top1", r.top1},
+                      {"expected_top1", r.expected_top1},
                       {"pass", r.pass}});
       pass &= r.pass;
     }
@@ -148,13 +153,14 @@ ordered_json Run(const VerifyArgs& a) {
     ordered_json offs = ordered_json::array();
     for (size_t i = 0; i < g.official.size(); ++i) {
       const auto& c = g.official[i];
-      const auto r = model::RunOfficial(m, c, a.tol, threads);
+      const auto r = model::RunOfficial(m, c, a.tol, threads, nullptr, path);
       const bool rendered = RenderedIdsMatch(renderer, c);
       ordered_json oj = {{"index", i},
                          {"prefix_ids", c.prefix_ids.size()},
                          {"turn_ids", c.turn_ids.size()},
                          {"cosine", r.cosine},
                          {"max_abs_diff", r.max_abs_diff},
+                         {"equal_logits", r.equal_logits},
                          {"top1", r.top1},
                          {"expected_top1", r.expected_top1},
                          {"rendered_ids_match", rendered},
@@ -173,7 +179,8 @@ void PrintHuman(const ordered_json& j) {
   fmt::print("model    {}\n", j["model"].get<std::string>());
   fmt::print("file     valid, {} bytes, sha256 {}\n", j["file"]["bytes"].get<uint64_t>(),
              j["file"]["sha256"].get<std::string>());
-  fmt::print("isa      {} (threads {})\n", j["isa"].get<std::string>(), j["threads"].get<int>());
+  fmt::print("isa      {} (threads {}), numerics {}\n", j["isa"].get<std::string>(),
+             j["threads"].get<int>(), j["numerics"].get<std::string>());
   const auto& k = j["kernels"];
   fmt::print("kernels  {} tensor checks vs scalar, max rel diff {:.3g} (limit {:.0e}): {}\n",
              k["tensors"].size(), k["max_rel_diff"].get<double>(), k["tolerance_rel"].get<double>(),
@@ -206,17 +213,19 @@ void PrintHuman(const ordered_json& j) {
     for (const auto& r : g["reference"])
       fmt::print(
           "  reference {}: {} ids, window {}, sinks {}: max|diff| {:.3g}, cosine {:.8f}, "
-          "top-5 mismatches {}: {}\n",
+          "top-5 mismatches {}, top-1 {} vs {}: {}\n",
           r["index"].get<int>(), r["ids"].get<int>(), r["kv_window"].get<int>(),
           r["sink_len"].get<int>(), r["max_abs_diff"].get<double>(), r["cosine"].get<double>(),
-          r["top5_mismatches"].get<int>(), r["pass"].get<bool>() ? "ok" : "FAIL");
+          r["top5_mismatches"].get<int>(), r["top1"].get<int>(), r["expected_top1"].get<int>(),
+          r["pass"].get<bool>() ? "ok" : "FAIL");
     for (const auto& o : g["official"])
       fmt::print(
-          "  official {}: {}+{} ids: cosine {:.6f}, max|diff| {:.3g}, top-1 {} vs {}, "
-          "rendered ids {}: {}\n",
+          "  official {}: {}+{} ids: cosine {:.6f}, max|diff| {:.3g}, {} identical logits, "
+          "top-1 {} vs {}, rendered ids {}: {}\n",
           o["index"].get<int>(), o["prefix_ids"].get<int>(), o["turn_ids"].get<int>(),
-          o["cosine"].get<double>(), o["max_abs_diff"].get<double>(), o["top1"].get<int>(),
-          o["expected_top1"].get<int>(), o["rendered_ids_match"].get<bool>() ? "equal" : "DIFFER",
+          o["cosine"].get<double>(), o["max_abs_diff"].get<double>(), o["equal_logits"].get<int>(),
+          o["top1"].get<int>(), o["expected_top1"].get<int>(),
+          o["rendered_ids_match"].get<bool>() ? "equal" : "DIFFER",
           o["pass"].get<bool>() ? "ok" : "FAIL");
   }
   fmt::print("{}\n", j["pass"].get<bool>() ? "PASS" : "FAIL");
@@ -231,20 +240,22 @@ void RegisterVerify(CLI::App& app) {
   args->model.Attach(cmd);
   args->output.Attach(cmd);
   args->threads.Attach(cmd);
+  args->numerics.Attach(cmd);
   cmd->add_option("--golden", args->golden,
                   "golden.json with reference/official entries (logit files next to it)")
       ->check(CLI::ExistingFile);
   cmd->add_option("--isa", args->isa,
                   "Force a kernel ISA (scalar, avx2, avx512); default: fastest");
   cmd->add_option("--max-abs", args->tol.reference_max_abs,
-                  "Reference entries: max |diff| of the last-position logits")
+                  "f32 numerics, reference entries: max |diff| of the last-position logits")
       ->default_val(args->tol.reference_max_abs);
   cmd->add_option("--near-tie", args->tol.near_tie,
-                  "Reference entries: stored logits this close may swap in the top-5")
+                  "f32 numerics, reference entries: stored logits this close may swap in the top-5")
       ->default_val(args->tol.near_tie);
-  cmd->add_option("--min-cosine", args->tol.official_cosine,
-                  "Official entries: minimum cosine of the first-step logits")
-      ->default_val(args->tol.official_cosine);
+  cmd->add_option("--min-cosine", args->tol.cross_cosine,
+                  "Entries of the other path's reference (official numerics vs upstream f32, or "
+                  "f32 vs the engine): minimum cosine (and the same top-1)")
+      ->default_val(args->tol.cross_cosine);
   cmd->callback([args] {
     const ordered_json j = Run(*args);
     if (args->output.json) {

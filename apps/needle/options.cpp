@@ -28,4 +28,12 @@ void ThreadArgs::Attach(CLI::App* cmd) {
 
 int ThreadArgs::Resolve() const { return threads > 0 ? threads : omp_get_num_procs(); }
 
+void NumericsArgs::Attach(CLI::App* cmd) {
+  cmd->add_option("--numerics", numerics,
+                  "Arithmetic: official (the official engine's int8 path, bit for bit) or f32 "
+                  "(upstream f32 reference)")
+      ->check(CLI::IsMember({"official", "f32"}))
+      ->default_val("official");
+}
+
 }  // namespace needle::cli

@@ -30,4 +30,10 @@ struct ThreadArgs {
   int Resolve() const;  // the effective thread count (>= 1)
 };
 
+// --numerics official|f32: which arithmetic the forward pass uses (model/numerics.h).
+struct NumericsArgs {
+  std::string numerics = "official";
+  void Attach(CLI::App* cmd);
+};
+
 }  // namespace needle::cli

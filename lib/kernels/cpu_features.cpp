@@ -41,7 +41,11 @@ CpuFeatures Detect() {
     f.avx512dq = (ebx >> 17) & 1;
     f.avx512bw = (ebx >> 30) & 1;
     f.avx512vl = (ebx >> 31) & 1;
+    f.avx512vnni = f.avx512f && ((ecx >> 11) & 1);
   }
+  unsigned eax1, ebx1, ecx1, edx1;
+  if (eax >= 1 && __get_cpuid_count(7, 1, &eax1, &ebx1, &ecx1, &edx1))
+    f.avxvnni = f.avx2 && ((eax1 >> 4) & 1);
   return f;
 }
 #else

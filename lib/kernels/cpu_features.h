@@ -12,6 +12,9 @@ namespace needle::kernels {
 struct CpuFeatures {
   bool avx2 = false, fma = false, f16c = false;
   bool avx512f = false, avx512bw = false, avx512vl = false, avx512dq = false;
+  // AVX512_VNNI (vpdpbusd / vpdpwssd on zmm): not an ISA level of its own; the avx512 kernel table
+  // uses it inside when present. AVX-VNNI (the VEX form) is detected for information.
+  bool avx512vnni = false, avxvnni = false;
   bool neon = false;
 };
 

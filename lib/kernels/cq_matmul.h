@@ -17,6 +17,7 @@ struct CqMatrix {
   size_t groups_per_row = 0;       // in_pad / group
   size_t row_bytes = 0;            // in_pad * code_bits / 8
   uint32_t code_bits = 0;          // 2, 3 or 4 (ternary matrices use 2-bit crumbs)
+  bool ternary = false;            // 2-bit crumbs of a ternary tensor (levels below)
   const uint8_t* codes = nullptr;  // [rows, row_bytes], LSB-first bit stream per row
   const uint8_t* norms = nullptr;  // [rows, groups_per_row] f16 little-endian, maybe unaligned
   // Level of each raw code value (2^code_bits entries used). For ternary the crumb -> level map

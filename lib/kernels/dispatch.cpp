@@ -4,21 +4,33 @@
 
 #include "base/error.h"
 #include "kernels/cpu_features.h"
+#include "kernels/cq_int8_x86.h"
 
 namespace needle::kernels {
 
 namespace {
 
-const KernelTable kScalar{"scalar", &CqGemmReference};
+const KernelTable kScalar{"scalar", &CqGemmReference, &CqQuantizeI8Reference, &CqGemmI8Reference,
+                          &DotI8Reference};
 #if defined(NEEDLE_X86)
-const KernelTable kAvx2{"avx2", &CqGemmAvx2};
-const KernelTable kAvx512{"avx512", &CqGemmAvx512};
+const KernelTable kAvx2{"avx2", &CqGemmAvx2, &CqQuantizeI8Avx2, &CqGemmI8Avx2, &DotI8Avx2};
+
+// AVX512_VNNI is used inside the avx512 table when the CPU has it (same activation layout, same
+// bits); it is not a level of its own, so --isa avx512 keeps meaning F/BW/VL/DQ CPUs.
+const KernelTable& Avx512Table() {
+  static const KernelTable table = GetCpuFeatures().avx512vnni
+                                       ? KernelTable{"avx512", &CqGemmAvx512, &CqQuantizeI8Avx512,
+                                                     &CqGemmI8Avx512Vnni, &DotI8Avx512Vnni}
+                                       : KernelTable{"avx512", &CqGemmAvx512, &CqQuantizeI8Avx512,
+                                                     &CqGemmI8Avx512, &DotI8Avx512};
+  return table;
+}
 #endif
 
 // The table for an ISA level this CPU supports.
 const KernelTable& TableFor(Isa isa) {
 #if defined(NEEDLE_X86)
-  if (isa >= Isa::kAvx512) return kAvx512;
+  if (isa >= Isa::kAvx512) return Avx512Table();
   if (isa >= Isa::kAvx2) return kAvx2;
 #endif
   (void)isa;

@@ -5,13 +5,18 @@
 #include <string>
 #include <vector>
 
+#include "kernels/cq_int8.h"
 #include "kernels/cq_matmul.h"
 
 namespace needle::kernels {
 
 struct KernelTable {
   const char* isa = "scalar";  // "scalar", "avx2", "avx512"
-  CqGemmFn cq_gemm = nullptr;
+  CqGemmFn cq_gemm = nullptr;  // f32 path (upstream numerics)
+  // Official (integer) numerics: quantize_i8's layout is only valid for this table's gemm_i8.
+  CqQuantizeI8Fn cq_quantize_i8 = nullptr;
+  CqGemmI8Fn cq_gemm_i8 = nullptr;
+  DotI8Fn dot_i8 = nullptr;
 };
 
 // The scalar reference table (always available).

@@ -13,6 +13,9 @@ float FwhtScale(size_t n);
 // 4, ..., then one multiply by FwhtScale(n)).
 void FwhtReference(float* x, size_t n);
 
+// The butterflies alone (no scaling): the official engine's WHT_unnorm (NUMERICS.md §2).
+void FwhtUnnormalized(float* x, size_t n);
+
 // Dispatched version (fastest ISA allowed by kernels::ActiveIsa()). Thread-safe, no allocation.
 // The ISA versions perform the same butterflies in the same order as the reference, so the
 // results are bit-identical to FwhtReference (the tests hold them to that).

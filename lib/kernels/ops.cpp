@@ -17,20 +17,24 @@ float Dot(const float* a, const float* b, size_t n) {
   return ((p[0] + p[4]) + (p[1] + p[5])) + ((p[2] + p[6]) + (p[3] + p[7]));
 }
 
-float InvRms(const float* x, size_t n, float eps) {
+float SumSquares(const float* x, size_t n) {
   float ss = 0.f;
-  for (size_t i = 0; i < n; ++i) ss += x[i] * x[i];
-  return 1.f / std::sqrt(ss / static_cast<float>(n) + eps);
+  for (size_t i = 0; i < n; ++i) ss = ss + x[i] * x[i];
+  return ss;
+}
+
+float InvRms(const float* x, size_t n, float eps) {
+  return 1.0f / std::sqrt(SumSquares(x, n) / static_cast<float>(n) + eps);
 }
 
 void RmsUnit(const float* x, size_t n, float eps, float* out) {
   const float r = InvRms(x, n, eps);
-  for (size_t i = 0; i < n; ++i) out[i] = x[i] * r;
+  for (size_t i = 0; i < n; ++i) out[i] = r * x[i];
 }
 
 void ZcNorm(const float* x, const float* scale, size_t n, float eps, float* out) {
   const float r = InvRms(x, n, eps);
-  for (size_t i = 0; i < n; ++i) out[i] = (1.f + scale[i]) * (x[i] * r);
+  for (size_t i = 0; i < n; ++i) out[i] = r * (x[i] * (scale[i] + 1.0f));
 }
 
 void Softmax(float* x, size_t n) {
@@ -38,32 +42,35 @@ void Softmax(float* x, size_t n) {
   const float m = *std::max_element(x, x + n);
   float s = 0.f;
   for (size_t i = 0; i < n; ++i) {
-    x[i] = std::exp(x[i] - m);
-    s += x[i];
+    x[i] = libm::Expf(x[i] - m);
+    s = s + x[i];
   }
-  const float inv = 1.f / s;
-  for (size_t i = 0; i < n; ++i) x[i] *= inv;
+  const float inv = 1.0f / s;
+  for (size_t i = 0; i < n; ++i) x[i] = x[i] * inv;
 }
 
 float LogSumExp(const float* x, size_t n, size_t stride) {
-  float m = x[0];
-  for (size_t i = 1; i < n; ++i) m = std::max(m, x[i * stride]);
+  float m = -1e30f;
+  for (size_t i = 0; i < n; ++i)
+    if (m < x[i * stride]) m = x[i * stride];
   float s = 0.f;
-  for (size_t i = 0; i < n; ++i) s += std::exp(x[i * stride] - m);
-  return m + std::log(s);
+  for (size_t i = 0; i < n; ++i) s = s + libm::Expf(x[i * stride] - m);
+  return m + libm::Logf(s);
 }
 
 void RopeFrequencies(size_t head_dim, float theta, float* freqs) {
   const float hd = static_cast<float>(head_dim);
-  for (size_t j = 0; j < head_dim / 2; ++j)
-    freqs[j] = 1.f / std::pow(theta, static_cast<float>(2 * j) / hd);
+  for (size_t j = 0; j < head_dim / 2; ++j) {
+    const float fj = static_cast<float>(j);
+    freqs[j] = 1.0f / libm::Powf(theta, (fj + fj) / hd);
+  }
 }
 
 void RopeHalfSplit(float* h, size_t head_dim, const float* freqs, float pos) {
   const size_t half = head_dim / 2;
   for (size_t j = 0; j < half; ++j) {
     const float a = pos * freqs[j];
-    const float c = std::cos(a), s = std::sin(a);
+    const float c = libm::Cosf(a), s = libm::Sinf(a);
     const float x1 = h[j], x2 = h[j + half];
     h[j] = x1 * c - x2 * s;
     h[j + half] = x2 * c + x1 * s;
@@ -74,8 +81,8 @@ void RopeAngles(size_t head_dim, const float* freqs, float pos, float* cos_sin) 
   const size_t half = head_dim / 2;
   for (size_t j = 0; j < half; ++j) {
     const float a = pos * freqs[j];
-    cos_sin[j] = std::cos(a);
-    cos_sin[half + j] = std::sin(a);
+    cos_sin[j] = libm::Cosf(a);
+    cos_sin[half + j] = libm::Sinf(a);
   }
 }
 

@@ -1,29 +1,39 @@
 // Small model-agnostic vector operations (norms, activations, softmax, RoPE, dot products).
-// Plain loops in a fixed order: the results are the f32 reference the faster paths are held to.
+// Plain loops in a fixed order, with the official engine's operation orders (NUMERICS.md §2) and
+// the musl libm ports (kernels/libm.h): both numeric paths share them, and the official path
+// depends on their exact bits. Built with -ffp-contract=off.
 #pragma once
 
 #include <cmath>
 #include <cstddef>
 
+#include "kernels/libm.h"
+
 namespace needle::kernels {
 
-inline float Sigmoid(float z) { return 1.f / (1.f + std::exp(-z)); }
-inline float Silu(float z) { return z * Sigmoid(z); }
+// 1 / (expf(-z) + 1)
+inline float Sigmoid(float z) { return 1.0f / (libm::Expf(-z) + 1.0f); }
+// z / (expf(-z) + 1): a division, as the engine computes SiLU.
+inline float Silu(float z) { return z / (libm::Expf(-z) + 1.0f); }
 
 // Fixed summation order (8 interleaved partial sums), identical on every ISA.
 float Dot(const float* a, const float* b, size_t n);
-// 1 / sqrt(mean(x^2) + eps).
+// Sequential sum of squares: acc = 0; acc = acc + x_i * x_i in order.
+float SumSquares(const float* x, size_t n);
+// 1.0f / sqrtf(SumSquares(x) / (float)n + eps)   (a division by n, not a multiply by 1/n).
 float InvRms(const float* x, size_t n, float eps);
-// out = x * inv_rms(x)   (in place allowed).
+// out_i = inv_rms(x) * x_i   (in place allowed).
 void RmsUnit(const float* x, size_t n, float eps, float* out);
-// Zero-centred RMS norm: out = (1 + scale) * x * inv_rms(x)   (in place allowed).
+// Zero-centred RMS norm: out_i = inv_rms(x) * (x_i * (scale_i + 1.0f))   (in place allowed).
 void ZcNorm(const float* x, const float* scale, size_t n, float eps, float* out);
-// In-place softmax over n values (max-subtracted).
+// In-place softmax over n values (max-subtracted, musl expf, sequential sum).
 void Softmax(float* x, size_t n);
-// Log-sum-exp of n values (max-subtracted), with stride between values.
+// Log-sum-exp of n values with stride between values, as the engine's Sinkhorn: m = -1e30f,
+// `if (m < x) m = x`; s = sequential sum of expf(x - m); m + logf(s).
 float LogSumExp(const float* x, size_t n, size_t stride);
 
-// RoPE inverse frequencies for a head of size head_dim: f_j = 1 / theta^(2j/head_dim), j < hd/2.
+// RoPE inverse frequencies for a head of size head_dim: f_j = 1.0f / powf(theta, (float)(2j) /
+// (float)head_dim), j < hd/2 (the exponent's numerator is the f32 sum j + j).
 void RopeFrequencies(size_t head_dim, float theta, float* freqs);
 // Half-split rotary embedding of one head vector at position pos: pairs (j, j + hd/2).
 void RopeHalfSplit(float* h, size_t head_dim, const float* freqs, float pos);

@@ -1,4 +1,7 @@
-// The Needle 2 forward pass (MODEL.md), f32 activations and f32 KV cache, on CQ codes.
+// The Needle 2 forward pass (MODEL.md) on CQ codes: the model walk, written once for both numeric
+// paths (model/numerics.h). Element-wise operations follow the official engine's order
+// (NUMERICS.md §4), which is one valid f32 order for the upstream reference too and the only one
+// for the official path. Built with -ffp-contract=off.
 #include "model/decoder.h"
 
 #include <algorithm>
@@ -15,25 +18,10 @@ namespace needle::model {
 namespace {
 
 constexpr float kEps = 1e-6f;
+constexpr uint32_t kOfficialChunk = 32;  // the engine's prefill call size
 constexpr int kSinkhornRounds = 20;
-// Rows per parallel work item; each output element is computed by exactly one thread in the
-// kernel's fixed order, so results do not depend on the thread count.
-constexpr size_t kRowsPerChunk = 16;
-// Below this many multiply-adds a projection runs on the calling thread.
-constexpr size_t kParallelMinWork = 1 << 18;
-
 constexpr uint32_t kHashSeed = 0x9E3779B9u;
 constexpr uint32_t kHashPrime = 0x01000193u;
-
-size_t MaxInPad(const Weights& w) {
-  size_t m = std::max({w.embedding.in_pad, w.phi_pre.in_pad, w.phi_post.in_pad, w.phi_res.in_pad});
-  for (const auto& l : w.layers)
-    m = std::max({m, l.q_proj.in_pad, l.k_proj.in_pad, l.v_proj.in_pad, l.gate_proj.in_pad,
-                  l.out_proj.in_pad});
-  for (const auto& e : w.engram)
-    m = std::max({m, e.tables.in_pad, e.key_proj.in_pad, e.value_proj.in_pad});
-  return m;
-}
 
 // out[i] = mean over lanes of X[l][i]; X is [lanes, d].
 void LaneMean(const float* X, size_t lanes, size_t d, float* out) {
@@ -52,6 +40,7 @@ Decoder::Decoder(const Model& model, const DecoderConfig& config)
   kernels_ = config.kernels ? config.kernels : &kernels::ActiveKernels();
   if (config_.max_batch == 0) config_.max_batch = 1;
   if (config_.threads < 1) config_.threads = 1;
+  if (config_.path == NumericPath::kOfficial) config_.max_batch = kOfficialChunk;
   pool_ = std::make_unique<kernels::ChunkPool>(config_.threads);
   if (config_.kv_window == 0) {
     capacity_ = config_.max_positions ? config_.max_positions : g.max_seq_len;
@@ -66,20 +55,28 @@ Decoder::Decoder(const Model& model, const DecoderConfig& config)
       size_t{g.engram_conv_taps > 0 ? g.engram_conv_taps - 1 : 0} * g.engram_conv_dilation + 1;
   token_ring_ = 1;
   for (uint32_t o : g.engram_orders) token_ring_ = std::max<size_t>(token_ring_, o);
-  embed_scale_ = static_cast<float>(std::sqrt(static_cast<double>(g.d_model)));
+  embed_scale_ = std::sqrt(static_cast<float>(g.d_model));
 
-  const size_t B = config_.max_batch, d = g.d_model, n = g.lanes, L = g.num_layers;
+  const size_t B = config_.max_batch, d = g.d_model, n = g.lanes;
   const size_t sites = g.engram_sites.size();
-  k_cache_.assign(L * capacity_ * g.kv_dim(), 0.f);
-  v_cache_.assign(L * capacity_ * g.kv_dim(), 0.f);
+  NumericsContext nctx;
+  nctx.weights = w_;
+  nctx.geometry = &geometry_;
+  nctx.kernels = kernels_;
+  nctx.pool = pool_.get();
+  nctx.threads = config_.threads;
+  nctx.max_batch = B;
+  nctx.capacity = capacity_;
+  numerics_ =
+      config_.path == NumericPath::kOfficial ? MakeOfficialNumerics(nctx) : MakeF32Numerics(nctx);
   conv_.assign(sites * conv_ring_ * d, 0.f);
   tokens_.assign(token_ring_, 0);
 
   rope_freqs_.resize(g.head_dim / 2);
   kernels::RopeFrequencies(g.head_dim, g.rope_theta, rope_freqs_.data());
   rope_cs_.resize(B * g.head_dim);
-  const size_t max_in_pad = MaxInPad(*w_);
-  x_hat_.resize(B * max_in_pad);
+  size_t max_in_pad = w_->embedding.in_pad;
+  for (const auto& e : w_->engram) max_in_pad = std::max(max_in_pad, e.tables.in_pad);
   lanes_.resize(B * n * d);
   lanes_next_.resize(B * n * d);
   nx_.resize(B * n * d);
@@ -89,7 +86,6 @@ Decoder::Decoder(const Model& model, const DecoderConfig& config)
   k_.resize(B * g.kv_dim());
   v_.resize(B * g.kv_dim());
   z_.resize(B * g.hada_n);
-  scores_.resize(size_t{g.num_heads} * capacity_);
   eng_e_.resize(B * g.engram_dim());
   eng_kk_.resize(sites * B * d);
   eng_v_.resize(sites * B * d);
@@ -180,11 +176,6 @@ void Decoder::Reset() {
   std::fill(tokens_.begin(), tokens_.end(), 0);
 }
 
-size_t Decoder::Slot(uint32_t pos) const {
-  if (config_.kv_window == 0 || pos < sink_len_) return pos;
-  return sink_len_ + (pos - sink_len_) % config_.kv_window;
-}
-
 void Decoder::SetSinkLen(uint32_t n) {
   if (config_.kv_window == 0) return;  // no window: every position is visible anyway
   if (n > max_sink_len_)
@@ -200,17 +191,12 @@ void Decoder::SetSinkLen(uint32_t n) {
 size_t Decoder::SlotsUsed() const { return std::min<size_t>(position_, capacity_); }
 
 void Decoder::Save(Snapshot* s) const {
-  const size_t kvd = geometry_.kv_dim(), used = SlotsUsed();
+  s->path = config_.path;
   s->position = position_;
   s->sink_len = sink_len_;
   s->kv_window = config_.kv_window;
   s->capacity = capacity_;
-  s->k.resize(geometry_.num_layers * used * kvd);
-  s->v.resize(geometry_.num_layers * used * kvd);
-  for (size_t l = 0; l < geometry_.num_layers; ++l) {
-    std::memcpy(&s->k[l * used * kvd], &k_cache_[l * capacity_ * kvd], used * kvd * 4);
-    std::memcpy(&s->v[l * used * kvd], &v_cache_[l * capacity_ * kvd], used * kvd * 4);
-  }
+  numerics_->SaveKv(SlotsUsed(), &s->kv);
   s->engram_ring = conv_;
   s->token_ring = tokens_;
   s->pool_stats = pool_stats_;
@@ -218,20 +204,21 @@ void Decoder::Save(Snapshot* s) const {
 }
 
 void Decoder::Restore(const Snapshot& s) {
-  const size_t kvd = geometry_.kv_dim(), used = std::min<size_t>(s.position, capacity_);
+  const size_t used = std::min<size_t>(s.position, capacity_);
+  if (s.path != config_.path)
+    Fail<InvalidInput>("snapshot was made with {} numerics, the decoder uses {}",
+                       NumericPathName(s.path), NumericPathName(config_.path));
   if (s.kv_window != config_.kv_window || s.capacity != capacity_ ||
-      s.k.size() != geometry_.num_layers * used * kvd || s.engram_ring.size() != conv_.size() ||
-      s.token_ring.size() != tokens_.size() || s.pool_acc.size() != pool_acc_.size())
+      s.engram_ring.size() != conv_.size() || s.token_ring.size() != tokens_.size() ||
+      s.pool_acc.size() != pool_acc_.size())
     Fail<InvalidInput>("snapshot does not belong to a decoder of this model and configuration");
   if (s.sink_len > max_sink_len_ && config_.kv_window != 0)
     Fail<InvalidInput>("snapshot sink length {} exceeds the decoder's maximum {}", s.sink_len,
                        max_sink_len_);
+  if (!numerics_->RestoreKv(used, s.kv))
+    Fail<InvalidInput>("snapshot KV cache does not match this decoder");
   position_ = s.position;
   sink_len_ = s.sink_len;
-  for (size_t l = 0; l < geometry_.num_layers; ++l) {
-    std::memcpy(&k_cache_[l * capacity_ * kvd], &s.k[l * used * kvd], used * kvd * 4);
-    std::memcpy(&v_cache_[l * capacity_ * kvd], &s.v[l * used * kvd], used * kvd * 4);
-  }
   conv_ = s.engram_ring;
   tokens_ = s.token_ring;
   pool_stats_ = s.pool_stats;
@@ -271,41 +258,7 @@ void Decoder::Prefill(std::span<const int32_t> ids, std::span<float> last_logits
 void Decoder::Project(const kernels::CqMatrix& m, const float* x, size_t n, size_t ldx,
                       size_t row_begin, size_t row_end, float* y, size_t ldy) {
   const ProjectJob job{&m, row_begin, row_end, y, ldy};
-  ProjectShared(x, n, ldx, {&job, 1});
-}
-
-void Decoder::ProjectShared(const float* x, size_t n, size_t ldx,
-                            std::span<const ProjectJob> jobs) {
-  const kernels::CqMatrix& m0 = *jobs[0].m;
-  for (const ProjectJob& j : jobs)
-    if (j.m->cols != m0.cols || j.m->group != m0.group) {  // different transform: one at a time
-      for (const ProjectJob& one : jobs)
-        Project(*one.m, x, n, ldx, one.row_begin, one.row_end, one.y, one.ldy);
-      return;
-    }
-  kernels::CqTransformActivations(x, n, m0.cols, ldx, m0.group, m0.in_pad, x_hat_.data());
-  const float* x_hat = x_hat_.data();
-  const kernels::CqGemmFn gemm = kernels_->cq_gemm;
-  // Work items: chunks of kRowsPerChunk rows of each job, numbered job by job.
-  size_t first_chunk[kMaxJobs + 1] = {0};
-  size_t rows = 0;
-  for (size_t k = 0; k < jobs.size(); ++k) {
-    const size_t r = jobs[k].row_end - jobs[k].row_begin;
-    rows += r;
-    first_chunk[k + 1] = first_chunk[k] + (r + kRowsPerChunk - 1) / kRowsPerChunk;
-  }
-  if (config_.threads <= 1 || rows * n * m0.in_pad < kParallelMinWork || rows < 2 * kRowsPerChunk) {
-    for (const ProjectJob& j : jobs) gemm(*j.m, x_hat, n, j.row_begin, j.row_end, j.y, j.ldy);
-    return;
-  }
-  pool_->Run(first_chunk[jobs.size()], [&](size_t c) {
-    size_t k = 0;
-    while (c >= first_chunk[k + 1]) ++k;
-    const ProjectJob& j = jobs[k];
-    const size_t b = j.row_begin + (c - first_chunk[k]) * kRowsPerChunk;
-    const size_t e = std::min(j.row_end, b + kRowsPerChunk);
-    gemm(*j.m, x_hat, n, b, e, j.y + (b - j.row_begin), j.ldy);
-  });
+  numerics_->Project(x, n, ldx, {&job, 1});
 }
 
 void Decoder::Engram(size_t site, const int32_t* ids, size_t n) {
@@ -342,72 +295,23 @@ void Decoder::Engram(size_t site, const int32_t* ids, size_t n) {
   float* kk = &eng_kk_[site * config_.max_batch * d];
   const ProjectJob kv[] = {{&ew.key_proj, 0, d, kk, d},
                            {&ew.value_proj, 0, d, eng_vraw_.data(), d}};
-  ProjectShared(eng_e_.data(), n, edim, kv);
+  numerics_->Project(eng_e_.data(), n, edim, kv);
   // Causal depthwise conv over vraw with dilation c: v_p = sum_j taps[j] * vraw_{p - j*c}.
   float* ring = &conv_[site * conv_ring_ * d];
   float* v = &eng_v_[site * config_.max_batch * d];
   const size_t c = g.engram_conv_dilation;
   for (size_t t = 0; t < n; ++t) {
     const size_t p = position_ + t;
-    std::memcpy(ring + (p % conv_ring_) * d, &eng_vraw_[t * d], d * 4);
+    float* stored = ring + (p % conv_ring_) * d;
+    std::memcpy(stored, &eng_vraw_[t * d], d * 4);
+    numerics_->EngramRingValue(stored, d);
     float* vt = v + t * d;
     std::fill(vt, vt + d, 0.f);
     for (size_t j = 0; j < g.engram_conv_taps && j * c <= p; ++j) {
       const float* src = ring + ((p - j * c) % conv_ring_) * d;
       const float* tap = &ew.taps[j * d];
-      for (size_t i = 0; i < d; ++i) vt[i] += tap[i] * src[i];
+      for (size_t i = 0; i < d; ++i) vt[i] = tap[i] * src[i] + vt[i];
     }
-  }
-}
-
-void Decoder::Attention(size_t layer, size_t n) {
-  const format::Geometry& g = geometry_;
-  const size_t hd = g.head_dim, KV = g.num_kv_heads, kvd = g.kv_dim();
-  const size_t ad = g.attn_dim(), group = g.num_heads / KV;
-  float* kc = &k_cache_[layer * capacity_ * kvd];
-  float* vc = &v_cache_[layer * capacity_ * kvd];
-  const float inv_sqrt_hd = 1.f / std::sqrt(static_cast<float>(hd));
-  const uint32_t W = config_.kv_window, sinks = sink_len_;
-  // One kv head (and its query heads) per work item: it owns its slice of every cache slot.
-  // Tokens in order: each writes its K/V, then attends (a ring slot is only reused once the
-  // position it held is out of every later token's window).
-  auto kv_head = [&](size_t kvh) {
-    for (size_t t = 0; t < n; ++t) {
-      const uint32_t p = position_ + static_cast<uint32_t>(t);
-      const size_t slot = Slot(p);
-      std::memcpy(kc + slot * kvd + kvh * hd, &k_[t * kvd + kvh * hd], hd * 4);
-      std::memcpy(vc + slot * kvd + kvh * hd, &v_[t * kvd + kvh * hd], hd * 4);
-      // Visible positions: [0, sink_end) and [win_begin, p].
-      uint32_t sink_end = 0, win_begin = 0;
-      if (W != 0) {
-        sink_end = std::min(sinks, p + 1);
-        win_begin = std::max(sink_end, p + 1 >= W ? p + 1 - W : 0u);
-      }
-      const size_t count = sink_end + (p + 1 - win_begin);
-      for (size_t h = kvh * group; h < (kvh + 1) * group; ++h) {
-        const float* q = &q_[t * ad + h * hd];
-        float* sc = &scores_[h * capacity_];
-        size_t i = 0;
-        for (uint32_t pp = 0; pp < sink_end; ++pp, ++i)
-          sc[i] = kernels::Dot(q, kc + Slot(pp) * kvd + kvh * hd, hd) * inv_sqrt_hd;
-        for (uint32_t pp = win_begin; pp <= p; ++pp, ++i)
-          sc[i] = kernels::Dot(q, kc + Slot(pp) * kvd + kvh * hd, hd) * inv_sqrt_hd;
-        kernels::Softmax(sc, count);
-        float* o = &o_[t * ad + h * hd];
-        std::fill(o, o + hd, 0.f);
-        i = 0;
-        for (uint32_t pp = 0; pp < sink_end; ++pp, ++i)
-          kernels::Axpy(sc[i], vc + Slot(pp) * kvd + kvh * hd, o, hd);
-        for (uint32_t pp = win_begin; pp <= p; ++pp, ++i)
-          kernels::Axpy(sc[i], vc + Slot(pp) * kvd + kvh * hd, o, hd);
-      }
-    }
-  };
-  const size_t work = n * (std::min<size_t>(position_ + n, capacity_)) * g.num_heads * hd;
-  if (config_.threads > 1 && KV > 1 && work >= kParallelMinWork) {
-    pool_->Run(KV, kv_head);
-  } else {
-    for (size_t h = 0; h < KV; ++h) kv_head(h);
   }
 }
 
@@ -417,12 +321,13 @@ void Decoder::RunBlock(const int32_t* ids, size_t n, float* logits, size_t logit
   const size_t d = g.d_model, nl = g.lanes, nd = nl * d, hd = g.head_dim;
   const size_t ad = g.attn_dim(), kvd = g.kv_dim(), hn = g.hada_n;
   const size_t ncoef = 2 * nl + nl * nl;
+  const float c_hada = 1.0f / std::sqrt(static_cast<float>(hn));
 
-  // x0 = E[tok] * sqrt(d); every lane starts as x0.
+  // x0 = sqrtf(d) * E[tok]; every lane starts as x0.
   for (size_t t = 0; t < n; ++t) {
     float* x0 = &lanes_[t * nd];
     kernels::CqDecodeRow(w.embedding, static_cast<size_t>(ids[t]), x0, row_scratch_.data());
-    for (size_t i = 0; i < d; ++i) x0[i] *= embed_scale_;
+    for (size_t i = 0; i < d; ++i) x0[i] = embed_scale_ * x0[i];
     for (size_t l = 1; l < nl; ++l) std::memcpy(x0 + l * d, x0, d * 4);
   }
   if (num_probes_ > 0) PoolCells(lanes_.data(), n, nd);  // cell 0: the scaled embedding
@@ -435,43 +340,46 @@ void Decoder::RunBlock(const int32_t* ids, size_t n, float* logits, size_t logit
   for (size_t li = 0; li < g.num_layers; ++li) {
     const LayerWeights& lw = w.layers[li];
     const size_t lstar = li % nl;
+    // mHC logits from nx = rms_unit(flatten(X)).
     for (size_t t = 0; t < n; ++t) kernels::RmsUnit(&lanes_[t * nd], nd, kEps, &nx_[t * nd]);
-    const ProjectJob phi[] = {
-        {&w.phi_pre, li * nl, (li + 1) * nl, &coef_[0], ncoef},
-        {&w.phi_post, li * nl, (li + 1) * nl, &coef_[nl], ncoef},
-        {&w.phi_res, li * nl * nl, (li + 1) * nl * nl, &coef_[2 * nl], ncoef}};
-    ProjectShared(nx_.data(), n, nd, phi);
+    numerics_->MhcLogits(li, nx_.data(), n, coef_.data(), ncoef);
 
     const int site = g.engram_site_of_layer(static_cast<uint32_t>(li));
     for (size_t t = 0; t < n; ++t) {
       const float* c = &coef_[t * ncoef];
       const float* X = &lanes_[t * nd];
+      // u = seq-sum over lanes of h_pre_j * X_j, h_pre_j = σ((±4) + ((a_pre * logit_j) + b_pre_j)).
       float* u = &u_[t * d];
       std::fill(u, u + d, 0.f);
       for (size_t j = 0; j < nl; ++j) {
-        const float hpre =
-            kernels::Sigmoid(w.a_pre[li] * c[j] + w.b_pre[li * nl + j] + (j == lstar ? 4.f : -4.f));
-        kernels::Axpy(hpre, X + j * d, u, d);
+        const float hpre = kernels::Sigmoid((j == lstar ? 4.0f : -4.0f) +
+                                            ((w.a_pre[li] * c[j]) + w.b_pre[li * nl + j]));
+        const float* Xj = X + j * d;
+        for (size_t i = 0; i < d; ++i) u[i] = hpre * Xj[i] + u[i];
       }
       float* bx = &bx_[t * d];
-      std::memcpy(bx, u, d * 4);
       if (site >= 0) {
+        // α = 1 / (expf(-dot / sqrtf(d)) + 1), dot = seq-sum(rms_unit(u)_i * rms_unit(kk)_i).
         const float* kk = &eng_kk_[(site * config_.max_batch + t) * d];
         const float* v = &eng_v_[(site * config_.max_batch + t) * d];
-        const float dot =
-            kernels::Dot(u, kk, d) * kernels::InvRms(u, d, kEps) * kernels::InvRms(kk, d, kEps);
-        const float alpha = kernels::Sigmoid(dot / std::sqrt(static_cast<float>(d)));
-        kernels::Axpy(alpha, v, bx, d);
+        const float ru = kernels::InvRms(u, d, kEps), rk = kernels::InvRms(kk, d, kEps);
+        float dot = 0.f;
+        for (size_t i = 0; i < d; ++i) dot = dot + (ru * u[i]) * (rk * kk[i]);
+        const float alpha =
+            1.0f / (kernels::libm::Expf(-dot / std::sqrt(static_cast<float>(d))) + 1.0f);
+        for (size_t i = 0; i < d; ++i) bx[i] = alpha * v[i] + u[i];
+      } else {
+        std::memcpy(bx, u, d * 4);
       }
       kernels::ZcNorm(bx, lw.norm_in.data(), d, kEps, &h_[t * d]);
     }
 
-    // Attention.
+    // Attention: q, k, v, gate from the same input; per-head norms and RoPE; the path's KV.
     const ProjectJob qkvg[] = {{&lw.q_proj, 0, ad, q_.data(), ad},
                                {&lw.k_proj, 0, kvd, k_.data(), kvd},
                                {&lw.v_proj, 0, kvd, v_.data(), kvd},
                                {&lw.gate_proj, 0, ad, gate_.data(), ad}};
-    ProjectShared(h_.data(), n, d, qkvg);
+    numerics_->Project(h_.data(), n, d, qkvg);
     for (size_t t = 0; t < n; ++t) {
       const float* cs = &rope_cs_[t * hd];
       for (size_t h = 0; h < g.num_heads; ++h) {
@@ -485,56 +393,64 @@ void Decoder::RunBlock(const int32_t* ids, size_t n, float* logits, size_t logit
         kernels::RopeRotate(k, hd, cs);
       }
     }
-    Attention(li, n);
-    for (size_t i = 0; i < n * ad; ++i) o_[i] *= kernels::Sigmoid(gate_[i]);
+    numerics_->Attention(li, Ring(), position_, n, q_.data(), k_.data(), v_.data(), o_.data());
+    // o = o * (1 / (expf(-g) + 1)).
+    for (size_t i = 0; i < n * ad; ++i) o_[i] = o_[i] * kernels::Sigmoid(gate_[i]);
     Project(lw.out_proj, o_.data(), n, ad, 0, d, a_.data(), d);
 
+    const float attn_gate = kernels::Sigmoid(lw.attn_gate);
+    const float apost = w.a_post[li], ares = w.a_res[li];
     for (size_t t = 0; t < n; ++t) {
       float* a = &a_[t * d];
       kernels::ZcNorm(a, lw.post_norm.data(), d, kEps, a);
       float* x = &x_[t * d];
       const float* bx = &bx_[t * d];
-      for (size_t i = 0; i < d; ++i) x[i] = bx[i] + lw.attn_gate * a[i];
-      // Hadamard MLP: z = silu(d2 * ((d1 * ZCN(x)) H)) H; x += (d3 * z)[:d].
+      for (size_t i = 0; i < d; ++i) x[i] = attn_gate * a[i] + bx[i];
+      // Hadamard MLP: z = [ZCN(x) * d1, 0...]; WHT; t = (c_H * z) * d2; z = t / (expf(-t) + 1);
+      // WHT; mlp = (c_H * z) * d3 (cropped to d).
       float* z = &z_[t * hn];
       kernels::ZcNorm(x, lw.pre_hada.data(), d, kEps, z);
+      for (size_t i = 0; i < d; ++i) z[i] = z[i] * lw.d1[i];
       std::fill(z + d, z + hn, 0.f);
-      for (size_t i = 0; i < hn; ++i) z[i] *= lw.d1[i];
-      kernels::Fwht(z, hn);
-      for (size_t i = 0; i < hn; ++i) z[i] = kernels::Silu(lw.d2[i] * z[i]);
-      kernels::Fwht(z, hn);
-      for (size_t i = 0; i < d; ++i) x[i] += lw.d3[i] * z[i];
-      // y = Block(bx) - u.
+      kernels::FwhtUnnormalized(z, hn);
+      for (size_t i = 0; i < hn; ++i) z[i] = kernels::Silu((c_hada * z[i]) * lw.d2[i]);
+      kernels::FwhtUnnormalized(z, hn);
+      // y = (x + mlp) - u.
       float* y = &y_[t * d];
       const float* u = &u_[t * d];
-      for (size_t i = 0; i < d; ++i) y[i] = x[i] - u[i];
+      for (size_t i = 0; i < d; ++i) y[i] = (x[i] + (c_hada * z[i]) * lw.d3[i]) - u[i];
 
-      // Lane mixing: X_new[a] = sum_b P[a][b] X[b] + h_post[a] * y, P = Sinkhorn(A).
+      // Lane mixing: X'_a = seq-sum over b of P_ab * X_b, starting from y * h_post_a;
+      // P = Sinkhorn(A), A_ab = (a_res * logit_ab) + b_res_ab.
       const float* c = &coef_[t * ncoef];
       float P[64 * 64];
       for (size_t a2 = 0; a2 < nl * nl; ++a2)
-        P[a2] = w.a_res[li] * c[2 * nl + a2] + w.b_res[li * nl * nl + a2];
+        P[a2] = (ares * c[2 * nl + a2]) + w.b_res[li * nl * nl + a2];
       for (int round = 0; round < kSinkhornRounds; ++round) {
         for (size_t r = 0; r < nl; ++r) {
           const float lse = kernels::LogSumExp(&P[r * nl], nl, 1);
-          for (size_t b = 0; b < nl; ++b) P[r * nl + b] -= lse;
+          for (size_t b = 0; b < nl; ++b) P[r * nl + b] = P[r * nl + b] - lse;
         }
         for (size_t b = 0; b < nl; ++b) {
           const float lse = kernels::LogSumExp(&P[b], nl, nl);
-          for (size_t r = 0; r < nl; ++r) P[r * nl + b] -= lse;
+          for (size_t r = 0; r < nl; ++r) P[r * nl + b] = P[r * nl + b] - lse;
         }
       }
-      for (size_t a2 = 0; a2 < nl * nl; ++a2) P[a2] = std::exp(P[a2]);
+      for (size_t a2 = 0; a2 < nl * nl; ++a2) P[a2] = kernels::libm::Expf(P[a2]);
       const float* X = &lanes_[t * nd];
       float* Xn = &lanes_next_[t * nd];
       for (size_t r = 0; r < nl; ++r) {
-        const float hpost =
-            2.f * kernels::Sigmoid(w.a_post[li] * c[nl + r] + w.b_post[li * nl + r] +
-                                   (r == lstar ? 0.f : -4.f));
+        // h_post = s + s, s = σ((r == l* ? -0.0 : -4.0) + ((a_post * logit_r) + b_post_r)).
+        const float sp = kernels::Sigmoid((r == lstar ? -0.0f : -4.0f) +
+                                          ((apost * c[nl + r]) + w.b_post[li * nl + r]));
+        const float hpost = sp + sp;
         float* dst = Xn + r * d;
-        std::fill(dst, dst + d, 0.f);
-        for (size_t b = 0; b < nl; ++b) kernels::Axpy(P[r * nl + b], X + b * d, dst, d);
-        kernels::Axpy(hpost, y, dst, d);
+        for (size_t i = 0; i < d; ++i) dst[i] = y[i] * hpost;
+        for (size_t b = 0; b < nl; ++b) {
+          const float pw = P[r * nl + b];
+          const float* Xb = X + b * d;
+          for (size_t i = 0; i < d; ++i) dst[i] = pw * Xb[i] + dst[i];
+        }
       }
     }
     std::swap(lanes_, lanes_next_);
@@ -544,7 +460,7 @@ void Decoder::RunBlock(const int32_t* ids, size_t n, float* logits, size_t logit
     }
   }
 
-  // Output: lane mean, final ZCN, tied embedding.
+  // Output: lane mean (seq-sum / n), final ZCN, tied embedding.
   if (logits && logits_from < n) {
     const size_t m = n - logits_from;
     for (size_t t = 0; t < m; ++t) {

@@ -1,5 +1,7 @@
 // The Needle 2 forward pass on CQ codes (MODEL.md) with incremental decoding: a KV cache that is a
-// ring of sinks + W positions, batched prefill, one token per step, and prefix snapshots.
+// ring of sinks + W positions, batched prefill, one token per step, and prefix snapshots. The
+// arithmetic is one of two numeric paths (model/numerics.h), chosen once per decoder: the
+// official engine's integer path (default) or the upstream f32 reference.
 #pragma once
 
 #include <cstdint>
@@ -10,6 +12,7 @@
 #include "format/cact.h"
 #include "kernels/dispatch.h"
 #include "kernels/parallel.h"
+#include "model/numerics.h"
 #include "model/weights.h"
 
 namespace needle::model {
@@ -28,21 +31,18 @@ class Model {
   Weights weights_;
 };
 
-// How activations and the KV cache are represented. Only kF32 exists now (tracks the upstream
-// f32 reference). A faster path (e.g. int8 activations and KV, as the official engine) slots in
-// as another value: Decoder::Project() is the single place activations meet the weights, and the
-// kernel table gets the matching products.
-enum class NumericPath { kF32 };
-
 struct DecoderConfig {
-  NumericPath path = NumericPath::kF32;
+  NumericPath path = NumericPath::kOfficial;
   // Sliding window W in positions: position p sees p' when p - p' < W or p' < sink_len.
   // 0 = every earlier position is visible (then max_positions bounds the conversation).
   uint32_t kv_window = 0;
   uint32_t sink_len = 0;       // pinned prefix length (only meaningful with a window)
   uint32_t max_sink_len = 0;   // largest sink_len SetSinkLen() may set (0 = sink_len)
   uint32_t max_positions = 0;  // capacity when kv_window == 0 (0 = the header's max_seq_len)
-  uint32_t max_batch = 32;     // tokens per prefill pass (scratch is sized for this)
+  // Tokens per forward call: Prefill splits its ids into calls of this many, counted from its
+  // first id (scratch is sized for this). The official path always uses the engine's 32: with a
+  // window, which keys a prefill position sees depends on it (NUMERICS.md §6).
+  uint32_t max_batch = 32;
   int threads = 1;  // threads across output rows (kernels::ChunkPool); results do not depend on it
   const kernels::KernelTable* kernels = nullptr;  // nullptr = kernels::ActiveKernels()
   // Pool every cell (MODEL.md "Probe heads") into the file's probe heads as tokens are fed, so
@@ -54,12 +54,13 @@ struct DecoderConfig {
 
 // State after a prefix: enough to resume decoding exactly where it was.
 struct Snapshot {
+  NumericPath path = NumericPath::kOfficial;
   uint32_t position = 0;
   uint32_t sink_len = 0;
   uint32_t kv_window = 0;
   size_t capacity = 0;                      // KV slots of the decoder it came from
-  std::vector<float> k, v;                  // [layers, slots_used, kv_dim]
-  std::vector<float> engram_ring;           // [sites, ring, d]
+  KvState kv;                               // the first min(position, capacity) slots
+  std::vector<float> engram_ring;           // [sites, ring, d] values as the conv reads them
   std::vector<int32_t> token_ring;          // last max-order tokens
   std::vector<float> pool_stats, pool_acc;  // probe-head pooling state (if pooling)
 };
@@ -97,28 +98,20 @@ class Decoder {
   void HeadOutput(size_t head, std::span<float> out) const;
 
   void Save(Snapshot* snapshot) const;
+  // Throws InvalidInput if the snapshot comes from a decoder with another path, window or
+  // capacity.
   void Restore(const Snapshot& snapshot);
+  NumericPath path() const { return config_.path; }
+  // Bytes of KV cache per position (all layers).
+  size_t KvBytesPerPosition() const { return numerics_->KvBytesPerSlot() * geometry_.num_layers; }
 
  private:
-  // Runs n <= max_batch tokens at positions position_.. and advances position_.
+  // Runs n <= max_batch tokens at positions position_.. (one forward call) and advances position_.
   void RunBlock(const int32_t* ids, size_t n, float* logits, size_t logits_from);
   void Engram(size_t site, const int32_t* ids, size_t n);
-  void Attention(size_t layer, size_t n);
-  // One product of a batch sharing the same input: rows [row_begin, row_end) of m into y.
-  struct ProjectJob {
-    const kernels::CqMatrix* m;
-    size_t row_begin, row_end;
-    float* y;
-    size_t ldy;
-  };
-  static constexpr size_t kMaxJobs = 4;
-  // Several products of the same input x (one activation transform, one parallel region when
-  // the matrices share cols and group). At most kMaxJobs jobs.
-  void ProjectShared(const float* x, size_t n, size_t ldx, std::span<const ProjectJob> jobs);
-  // y[t][r - row_begin] = dot(row r of m, x[t]) for t < n (x row stride ldx).
   void Project(const kernels::CqMatrix& m, const float* x, size_t n, size_t ldx, size_t row_begin,
                size_t row_end, float* y, size_t ldy);
-  size_t Slot(uint32_t pos) const;
+  KvRing Ring() const { return {config_.kv_window, sink_len_, capacity_}; }
   // Adds the cells of n tokens (each d values, row stride ld) to every probe's online softmax.
   void PoolCells(const float* cells, size_t n, size_t ld);
   size_t SlotsUsed() const;
@@ -127,7 +120,8 @@ class Decoder {
   format::Geometry geometry_;
   DecoderConfig config_;
   const kernels::KernelTable* kernels_;
-  std::unique_ptr<kernels::ChunkPool> pool_;  // threads - 1 workers, owned by this decoder
+  std::unique_ptr<kernels::ChunkPool> pool_;   // threads - 1 workers, owned by this decoder
+  std::unique_ptr<ForwardNumerics> numerics_;  // the arithmetic (and the KV cache)
   uint32_t position_ = 0;
   uint32_t sink_len_ = 0;  // current pinned prefix (<= max sinks the capacity was sized for)
   uint32_t max_sink_len_ = 0;
@@ -136,10 +130,9 @@ class Decoder {
   size_t token_ring_ = 0;  // token history length
   float embed_scale_ = 0.f;
 
-  // State.
-  std::vector<float> k_cache_, v_cache_;  // [layers, capacity, kv_dim]
-  std::vector<float> conv_;               // [sites, conv_ring, d] engram vraw history
-  std::vector<int32_t> tokens_;           // [token_ring] ids by position modulo token_ring
+  // State (besides the KV cache, which the numeric path owns).
+  std::vector<float> conv_;  // [sites, conv_ring, d] engram value history (as the conv reads it)
+  std::vector<int32_t> tokens_;  // [token_ring] ids by position modulo token_ring
   // Probe pooling, one online softmax per (head, probe): stats = {running max, sum of weights},
   // acc = sum of weight * cell, all relative to the running max.
   size_t num_probes_ = 0;          // over all heads
@@ -151,14 +144,12 @@ class Decoder {
   // Scratch, sized for max_batch tokens (B).
   std::vector<float> rope_freqs_;               // [head_dim / 2]
   std::vector<float> rope_cs_;                  // [max_batch, head_dim] cos, sin of the block
-  std::vector<float> x_hat_;                    // [B, max in_pad] transformed activations
   std::vector<float> lanes_, lanes_next_, nx_;  // [B, lanes * d]
-  std::vector<float> coef_;                     // [B, lanes + lanes + lanes*lanes] mHC projections
+  std::vector<float> coef_;                     // [B, lanes + lanes + lanes*lanes] mHC logits
   std::vector<float> u_, bx_, h_, x_, a_, y_;   // [B, d]
   std::vector<float> q_, gate_, o_;             // [B, attn_dim]
   std::vector<float> k_, v_;                    // [B, kv_dim]
   std::vector<float> z_;                        // [B, hada_n]
-  std::vector<float> scores_;                   // [num_heads, capacity]
   std::vector<float> eng_e_;                    // [B, engram_dim]
   std::vector<float> eng_kk_, eng_v_;           // [sites, B, d]
   std::vector<float> eng_vraw_;                 // [B, d]

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -119,9 +120,10 @@ bool Top5Agrees(const float* ours, size_t vocab, const std::vector<TopEntry>& st
 }
 
 ReferenceResult RunReference(const Model& model, const ReferenceCase& c, const Tolerances& tol,
-                             int threads, const kernels::KernelTable* kernels) {
+                             int threads, const kernels::KernelTable* kernels, NumericPath path) {
   const uint32_t V = model.geometry().vocab;
   DecoderConfig cfg;
+  cfg.path = path;
   cfg.kv_window = c.kv_window;
   cfg.sink_len = c.sink_len;
   cfg.max_positions = static_cast<uint32_t>(c.ids.size());
@@ -131,24 +133,30 @@ ReferenceResult RunReference(const Model& model, const ReferenceCase& c, const T
   std::vector<float> all(c.ids.size() * V);
   dec.Prefill(c.ids, {}, all);
   ReferenceResult r;
+  r.path = path;
   r.positions = c.ids.size();
   const float* last = all.data() + (c.ids.size() - 1) * V;
   r.max_abs_diff = MaxAbsDiff(last, c.last_logits.data(), V);
   r.cosine = Cosine(last, c.last_logits.data(), V);
+  r.top1 = static_cast<int32_t>(TopK(last, V, 1)[0]);
+  r.expected_top1 = static_cast<int32_t>(TopK(c.last_logits.data(), V, 1)[0]);
   for (size_t p = 0; p < c.ids.size(); ++p) {
     if (!Top5Agrees(all.data() + p * V, V, c.top5[p], tol.near_tie)) {
       ++r.top5_mismatches;
       if (r.first_mismatch < 0) r.first_mismatch = static_cast<int64_t>(p);
     }
   }
-  r.pass = r.max_abs_diff <= tol.reference_max_abs && r.top5_mismatches == 0;
+  r.pass = path == NumericPath::kF32
+               ? r.max_abs_diff <= tol.reference_max_abs && r.top5_mismatches == 0
+               : r.cosine >= tol.cross_cosine && r.top1 == r.expected_top1;
   return r;
 }
 
 OfficialResult RunOfficial(const Model& model, const OfficialCase& c, const Tolerances& tol,
-                           int threads, const kernels::KernelTable* kernels) {
+                           int threads, const kernels::KernelTable* kernels, NumericPath path) {
   const uint32_t V = model.geometry().vocab;
   DecoderConfig cfg;
+  cfg.path = path;
   cfg.kv_window = model.geometry().kv_window;
   cfg.sink_len = static_cast<uint32_t>(c.prefix_ids.size());
   cfg.max_positions = static_cast<uint32_t>(c.prefix_ids.size() + c.turn_ids.size());
@@ -159,11 +167,16 @@ OfficialResult RunOfficial(const Model& model, const OfficialCase& c, const Tole
   dec.Prefill(c.prefix_ids, {});
   dec.Prefill(c.turn_ids, logits);
   OfficialResult r;
+  r.path = path;
   r.max_abs_diff = MaxAbsDiff(logits.data(), c.first_step_logits.data(), V);
+  for (uint32_t i = 0; i < V; ++i)
+    r.equal_logits += std::memcmp(&logits[i], &c.first_step_logits[i], 4) == 0 ? 1 : 0;
   r.cosine = Cosine(logits.data(), c.first_step_logits.data(), V);
   r.top1 = static_cast<int32_t>(TopK(logits.data(), V, 1)[0]);
   r.expected_top1 = static_cast<int32_t>(TopK(c.first_step_logits.data(), V, 1)[0]);
-  r.pass = r.cosine >= tol.official_cosine && r.top1 == r.expected_top1;
+  r.pass = path == NumericPath::kOfficial
+               ? r.equal_logits == V
+               : r.cosine >= tol.cross_cosine && r.top1 == r.expected_top1;
   return r;
 }
 

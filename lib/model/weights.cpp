@@ -49,6 +49,7 @@ kernels::CqMatrix CqMatrixOf(const format::CactFile& file, const format::TensorI
   m.codes = v.codes;
   m.norms = v.norms;
   if (v.record_bits == format::kTernaryBits) {
+    m.ternary = true;
     const float c = static_cast<float>(kTernaryLevel / std::sqrt(static_cast<double>(v.group)));
     m.levels[3] = -c;  // crumb 3 = trit 0
     m.levels[0] = 0.f;
@@ -78,7 +79,7 @@ Weights LoadWeights(const format::CactFile& f) {
     lw.gate_proj = Matrix(f, p + "gate_proj", g.attn_dim(), d);
     lw.out_proj = Matrix(f, p + "out_proj", d, g.attn_dim());
     lw.post_norm = Floats(f, p + "post_norm", d);
-    lw.attn_gate = kernels::Sigmoid(Floats(f, p + "attn_gate", 1)[0]);
+    lw.attn_gate = Floats(f, p + "attn_gate", 1)[0];
     lw.pre_hada = Floats(f, p + "pre_hada", d);
     lw.d1 = Floats(f, p + "d1", g.hada_n);
     lw.d2 = Floats(f, p + "d2", g.hada_n);

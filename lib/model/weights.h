@@ -20,7 +20,7 @@ struct LayerWeights {
   std::vector<float> norm_in, post_norm, pre_hada;  // [d] ZCN scales (gain is 1 + s)
   std::vector<float> q_norm, k_norm;                // [head_dim]
   std::vector<float> d1, d2, d3;                    // [hada_n]
-  float attn_gate = 0.f;                            // sigmoid(stored scalar), precomputed
+  float attn_gate = 0.f;  // the stored scalar (the block uses its sigmoid)
 };
 
 // One engram site (MODEL.md step 3).

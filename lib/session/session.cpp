@@ -123,6 +123,7 @@ Session::Session(const format::CactFile& file, const SessionConfig& config, std:
   dc.sink_len = dc.kv_window ? static_cast<uint32_t>(prefix_ids_.size()) : 0;
   dc.max_positions = g.max_seq_len;
   dc.threads = config.threads;
+  dc.path = config.numerics;
   dc.kernels = config.kernels;
   dc.pool_heads = confidence_head_ >= 0;
   decoder_ = std::make_unique<model::Decoder>(model_, dc);

@@ -47,6 +47,7 @@ struct ProtocolConfig {
 
 struct SessionConfig {
   int threads = 1;
+  model::NumericPath numerics = model::NumericPath::kOfficial;
   uint32_t kv_window = 0;  // 0 = the header's kv_window
   const kernels::KernelTable* kernels = nullptr;
   ProtocolConfig protocol;

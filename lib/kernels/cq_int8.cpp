@@ -1,0 +1,96 @@
+// Scalar reference of the integer CQ products (cq_int8.h): the bits every ISA version must give.
+// Bit-exact code: built with -ffp-contract=off; the order of float operations is the contract.
+#include "kernels/cq_int8.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "base/fp16.h"
+
+namespace needle::kernels {
+
+namespace {
+
+// Unnormalized Walsh-Hadamard transform of 128 values, stages h = 1, 2, ..., 64.
+void WhtUnnormalized128(float* v) {
+  for (size_t h = 1; h < kI8Group; h *= 2)
+    for (size_t b = 0; b < kI8Group; b += 2 * h)
+      for (size_t i = b; i < b + h; ++i) {
+        const float a = v[i], c = v[i + h];
+        v[i] = a + c;
+        v[i + h] = a - c;
+      }
+}
+
+int8_t RoundToI8(float x) { return static_cast<int8_t>(static_cast<int32_t>(std::roundf(x))); }
+
+}  // namespace
+
+float QuantizeI8(const float* v, size_t n, int8_t* q) {
+  float amax = 0.f;
+  for (size_t i = 0; i < n; ++i) amax = std::max(amax, std::fabs(v[i]));
+  const float s = amax > 0.f ? amax / 127.0f : 1.0f;
+  const float inv = 1.0f / s;
+  for (size_t i = 0; i < n; ++i) q[i] = RoundToI8(v[i] * inv);
+  return s;
+}
+
+I8Codebook MakeI8Codebook(const float* levels, size_t count) {
+  I8Codebook cb;
+  float amax = 0.f;
+  for (size_t k = 0; k < count; ++k) amax = std::max(amax, std::fabs(levels[k]));
+  cb.scale = amax > 0.f ? amax / 127.0f : 1.0f;
+  for (size_t k = 0; k < count; ++k) cb.q[k] = RoundToI8(levels[k] / cb.scale);
+  return cb;
+}
+
+void CqQuantizeI8Reference(const float* x, size_t n, size_t cols, size_t ldx, size_t in_pad,
+                           uint32_t /*code_bits*/, int8_t* q, float* scales) {
+  const float c128 = 1.0f / std::sqrt(static_cast<float>(kI8Group));
+  const size_t groups = in_pad / kI8Group;
+  float v[kI8Group];
+  for (size_t t = 0; t < n; ++t) {
+    const float* xt = x + t * ldx;
+    for (size_t g = 0; g < groups; ++g) {
+      const size_t base = g * kI8Group;
+      const size_t len = base < cols ? std::min(kI8Group, cols - base) : 0;
+      std::memcpy(v, xt + base, len * sizeof(float));
+      std::fill(v + len, v + kI8Group, 0.f);
+      WhtUnnormalized128(v);
+      for (float& z : v) z = c128 * z;
+      scales[t * groups + g] = QuantizeI8(v, kI8Group, q + t * in_pad + base);
+    }
+  }
+}
+
+void CqGemmI8Reference(const CqMatrix& m, const I8Codebook& cb, const I8Acts& acts,
+                       size_t row_begin, size_t row_end, float* y, size_t ldy) {
+  const size_t groups = m.groups_per_row;
+  int8_t w[kI8Group];
+  for (size_t r = row_begin; r < row_end; ++r) {
+    const uint8_t* codes = m.codes + r * m.row_bytes;
+    const uint8_t* norms = m.norms + r * groups * 2;
+    for (size_t t = 0; t < acts.n; ++t) {
+      const int8_t* qx = acts.q + t * acts.in_pad;
+      const float* sx = acts.scales + t * groups;
+      float acc = 0.f;
+      for (size_t g = 0; g < groups; ++g) {
+        for (size_t k = 0; k < kI8Group; ++k)
+          w[k] = cb.q[CqCodeAt(codes, g * kI8Group + k, m.code_bits)];
+        const int32_t dot = DotI8Reference(w, qx + g * kI8Group, kI8Group);
+        const float norm = F16ToF32(LoadLE<uint16_t>(norms + 2 * g));
+        acc = norm * (cb.scale * (sx[g] * static_cast<float>(dot))) + acc;
+      }
+      y[t * ldy + (r - row_begin)] = acc;
+    }
+  }
+}
+
+int32_t DotI8Reference(const int8_t* a, const int8_t* b, size_t n) {
+  int32_t s = 0;
+  for (size_t i = 0; i < n; ++i) s += int32_t{a[i]} * int32_t{b[i]};
+  return s;
+}
+
+}  // namespace needle::kernels

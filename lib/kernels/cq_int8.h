@@ -1,0 +1,66 @@
+// Integer CQ products (the official engine's arithmetic, NUMERICS.md §5.2), bit-exact: activations
+// are rotated per 128-group by the unnormalized Walsh-Hadamard transform, scaled, quantized to int8
+// with one f32 scale per group; codebook levels are int8 with one f32 scale per code width; each
+// group's dot product is an exact int32; groups are accumulated in f32 in order:
+//   acc = 0; for g in order: acc = norm_g * (cb_scale * (s_g * (float)I_g)) + acc
+// The integer order inside a group is free (the sum is exact); the float order is not. Every ISA
+// version must give the same bits as the scalar reference. Built with -ffp-contract=off.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "kernels/cq_matmul.h"
+
+namespace needle::kernels {
+
+// The official engine hard-codes the CQ group size.
+inline constexpr size_t kI8Group = 128;
+
+// int8 codebook of one code width (NUMERICS.md §3.1): level k = q[k] * scale.
+struct I8Codebook {
+  int8_t q[16] = {};  // indexed by the raw code (ternary: crumb map folded in, like CqMatrix)
+  float scale = 1.f;  // c_b
+};
+
+// Quantized activations of n tokens for matrices with in_pad columns: q [n, in_pad] int8 in a
+// layout private to the kernel table that made them (any permutation inside each 128-group), and
+// scales [n, in_pad / 128]. Only the table that prepared them may consume them.
+struct I8Acts {
+  const int8_t* q = nullptr;
+  const float* scales = nullptr;
+  size_t n = 0, in_pad = 0;
+};
+
+// x [n, cols] (row stride ldx) -> q [n, in_pad], scales [n, in_pad/128] for code width
+// `code_bits` (the layout may depend on it). Per group: zero-pad, unnormalized WHT (stages h = 1,
+// 2,
+// ..., 64), z_i = c_128 * v_i with c_128 = 1.0f / sqrtf(128.0f); s = amax/127 (1 if amax == 0);
+// q_i = roundf(z_i * (1.0f / s)).
+using CqQuantizeI8Fn = void (*)(const float* x, size_t n, size_t cols, size_t ldx, size_t in_pad,
+                                uint32_t code_bits, int8_t* q, float* scales);
+
+// y[t * ldy + (r - row_begin)] for rows [row_begin, row_end) of m and tokens t < acts.n, with the
+// group accumulation above. m.group must be 128 and m.in_pad == acts.in_pad.
+using CqGemmI8Fn = void (*)(const CqMatrix& m, const I8Codebook& cb, const I8Acts& acts,
+                            size_t row_begin, size_t row_end, float* y, size_t ldy);
+
+// Exact int32 dot product of two int8 vectors (any n).
+using DotI8Fn = int32_t (*)(const int8_t* a, const int8_t* b, size_t n);
+
+// Scalar references (plain layout: q in column order).
+void CqQuantizeI8Reference(const float* x, size_t n, size_t cols, size_t ldx, size_t in_pad,
+                           uint32_t code_bits, int8_t* q, float* scales);
+void CqGemmI8Reference(const CqMatrix& m, const I8Codebook& cb, const I8Acts& acts,
+                       size_t row_begin, size_t row_end, float* y, size_t ldy);
+int32_t DotI8Reference(const int8_t* a, const int8_t* b, size_t n);
+
+// The engine's int8 quantizer Q(v) over n values: s = amax/127 (f32 division; 1 if amax == 0),
+// q_i = roundf(v_i * (1.0f / s)). Returns s.
+float QuantizeI8(const float* v, size_t n, int8_t* q);
+
+// Builds the int8 codebook of f32 levels (2^bits entries used): c = amax/127 (1 if 0),
+// q[k] = roundf(levels[k] / c) (a division, as the engine's loader).
+I8Codebook MakeI8Codebook(const float* levels, size_t count);
+
+}  // namespace needle::kernels

@@ -1,0 +1,423 @@
+// AVX2 (+FMA, F16C) integer CQ kernels (cq_int8.h): activation quantizer, gemm and int8 dot.
+// Bit-exact with the scalar reference (cq_int8.cpp): the quantizer performs the reference's float
+// operations on every element, 8 at a time; the gemm's group dots are exact int32 and its f32
+// chains run over the groups in order. Built with -ffp-contract=off. Only called after the
+// dispatcher's CPU check.
+//
+// Gemm tiles: 8 f32 lanes, lane l = r * T + t for R rows x T tokens (R * T <= 8). Per 128-group the
+// R rows' codes are unpacked once (shifts, masks, vpshufb table lookups) into |w| and w in the
+// activation layout of cq_int8_x86.h and reused for the T tokens: vpsignb moves the sign of w onto
+// the activation, vpmaddubsw multiplies (pair sums <= 2 * 127 * 127: no saturation), vpmaddwd
+// widens to int32. The R*T group dots are reduced into one vector, then per lane
+//   acc = norm_g * (cb_scale * (s_g * (float)I_g)) + acc
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "kernels/cq_int8.h"
+#include "kernels/cq_int8_x86.h"
+
+namespace needle::kernels {
+
+namespace {
+
+constexpr size_t kLanes = 8;
+// Groups whose token scales and row norms are staged at a time; longer rows are walked in blocks,
+// the chains resumed from y (an f32 store and reload is exact).
+constexpr size_t kGroupBlock = 64;
+
+// ---- quantizer ----
+
+// Butterfly stages h = 1, 2, 4 inside one register: lanes with bit h set take partner - self (the
+// reference's a - c with a = x[i - h]), the others self + partner.
+inline __m256 InRegisterStages(__m256 v) {
+  __m256 partner = _mm256_permute_ps(v, 0xB1);
+  v = _mm256_blend_ps(_mm256_add_ps(v, partner), _mm256_sub_ps(partner, v), 0xAA);
+  partner = _mm256_permute_ps(v, 0x4E);
+  v = _mm256_blend_ps(_mm256_add_ps(v, partner), _mm256_sub_ps(partner, v), 0xCC);
+  partner = _mm256_permute2f128_ps(v, v, 0x01);
+  return _mm256_blend_ps(_mm256_add_ps(v, partner), _mm256_sub_ps(partner, v), 0xF0);
+}
+
+// roundf (half away from zero), exactly: x - trunc(x) is exact, so |fraction| >= 0.5 decides.
+inline __m256 RoundHalfAway(__m256 x) {
+  const __m256 sign = _mm256_set1_ps(-0.0f);
+  const __m256 t = _mm256_round_ps(x, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+  const __m256 frac = _mm256_andnot_ps(sign, _mm256_sub_ps(x, t));
+  const __m256 up = _mm256_cmp_ps(frac, _mm256_set1_ps(0.5f), _CMP_GE_OQ);
+  const __m256 one = _mm256_or_ps(_mm256_set1_ps(1.0f), _mm256_and_ps(x, sign));
+  return _mm256_add_ps(t, _mm256_and_ps(up, one));  // t + 0 keeps t's integer value
+}
+
+// 32 int32 (four vectors, in range) -> 32 int8 in column order.
+inline __m256i Bytes32(const __m256i* v) {
+  const __m256i packed =
+      _mm256_packs_epi16(_mm256_packs_epi32(v[0], v[1]), _mm256_packs_epi32(v[2], v[3]));
+  return _mm256_permutevar8x32_epi32(packed, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+}
+
+// 128 int8 codes in column order (four 32-byte vectors) -> the layout of I8LayoutPositionX86.
+inline void StoreLayout(uint32_t code_bits, __m256i* y, int8_t* dst) {
+  __m256i out[4];
+  if (code_bits == 2) {
+    // 4x4 byte transpose per 128-bit lane (dword j of a lane = crumb-j columns), then an 8x4
+    // dword transpose across the four vectors.
+    const __m256i transpose = _mm256_broadcastsi128_si256(
+        _mm_setr_epi8(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15));
+    for (size_t i = 0; i < 4; ++i) y[i] = _mm256_shuffle_epi8(y[i], transpose);
+    const __m256i t0 = _mm256_unpacklo_epi32(y[0], y[1]), t1 = _mm256_unpackhi_epi32(y[0], y[1]);
+    const __m256i t2 = _mm256_unpacklo_epi32(y[2], y[3]), t3 = _mm256_unpackhi_epi32(y[2], y[3]);
+    const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+    out[0] = _mm256_permutevar8x32_epi32(_mm256_unpacklo_epi64(t0, t2), order);
+    out[1] = _mm256_permutevar8x32_epi32(_mm256_unpackhi_epi64(t0, t2), order);
+    out[2] = _mm256_permutevar8x32_epi32(_mm256_unpacklo_epi64(t1, t3), order);
+    out[3] = _mm256_permutevar8x32_epi32(_mm256_unpackhi_epi64(t1, t3), order);
+  } else if (code_bits == 3) {
+    const __m256i split = _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7);  // even | odd dwords
+    __m256i e[4];
+    for (size_t i = 0; i < 4; ++i) e[i] = _mm256_permutevar8x32_epi32(y[i], split);
+    out[0] = _mm256_permute2x128_si256(e[0], e[1], 0x20);
+    out[1] = _mm256_permute2x128_si256(e[2], e[3], 0x20);
+    out[2] = _mm256_permute2x128_si256(e[0], e[1], 0x31);
+    out[3] = _mm256_permute2x128_si256(e[2], e[3], 0x31);
+  } else {
+    const __m256i split = _mm256_broadcastsi128_si256(
+        _mm_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15));
+    __m256i e[4];  // [even bytes | odd bytes] of each vector
+    for (size_t i = 0; i < 4; ++i)
+      e[i] = _mm256_permute4x64_epi64(_mm256_shuffle_epi8(y[i], split), 0xD8);
+    out[0] = _mm256_permute2x128_si256(e[0], e[1], 0x20);
+    out[1] = _mm256_permute2x128_si256(e[2], e[3], 0x20);
+    out[2] = _mm256_permute2x128_si256(e[0], e[1], 0x31);
+    out[3] = _mm256_permute2x128_si256(e[2], e[3], 0x31);
+  }
+  for (size_t i = 0; i < 4; ++i)
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + 32 * i), out[i]);
+}
+
+// ---- gemm ----
+
+// One 128-group of one row as int8 weights in layout order, 32 bytes per vector.
+struct GroupWeights {
+  __m256i magnitude[4];  // |w|
+  __m256i sign[4];       // w (its sign goes onto the activations)
+};
+
+template <uint32_t kBits>
+class Unpacker {
+ public:
+  explicit Unpacker(const I8Codebook& cb) {
+    alignas(16) uint8_t magnitude[16], sign[16];
+    for (size_t k = 0; k < 16; ++k) {
+      const auto bits = static_cast<uint8_t>(cb.q[k]);  // two's complement; never -128
+      magnitude[k] = (bits & 0x80) ? static_cast<uint8_t>(0u - bits) : bits;
+      sign[k] = bits;
+    }
+    magnitude_ =
+        _mm256_broadcastsi128_si256(_mm_load_si128(reinterpret_cast<const __m128i*>(magnitude)));
+    sign_ = _mm256_broadcastsi128_si256(_mm_load_si128(reinterpret_cast<const __m128i*>(sign)));
+  }
+
+  // `codes`: the group's 16 * kBits code bytes.
+  void Group(const uint8_t* codes, GroupWeights* out) const {
+    __m256i idx[4];
+    if constexpr (kBits == 2) {
+      const __m256i c = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(codes));
+      const __m256i mask = _mm256_set1_epi8(3);
+      idx[0] = _mm256_and_si256(c, mask);
+      idx[1] = _mm256_and_si256(_mm256_srli_epi16(c, 2), mask);
+      idx[2] = _mm256_and_si256(_mm256_srli_epi16(c, 4), mask);
+      idx[3] = _mm256_and_si256(_mm256_srli_epi16(c, 6), mask);
+    } else if constexpr (kBits == 4) {
+      const __m256i c0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(codes));
+      const __m256i c1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(codes + 32));
+      const __m256i mask = _mm256_set1_epi8(15);
+      idx[0] = _mm256_and_si256(c0, mask);
+      idx[1] = _mm256_and_si256(c1, mask);
+      idx[2] = _mm256_and_si256(_mm256_srli_epi16(c0, 4), mask);
+      idx[3] = _mm256_and_si256(_mm256_srli_epi16(c1, 4), mask);
+    } else {
+      // Each half of the group (24 bytes = 8 chunks of 3 bytes) -> chunk m in dword m (lane 0 from
+      // bytes 0..11, lane 1 from bytes 12..23, loaded at offset 8 so nothing past the half is
+      // read), then codes 0..3 / 4..7 of every chunk spread to one byte each.
+      const __m256i bytes =
+          _mm256_setr_epi8(0, 1, 2, -1, 3, 4, 5, -1, 6, 7, 8, -1, 9, 10, 11, -1, 4, 5, 6, -1, 7, 8,
+                           9, -1, 10, 11, 12, -1, 13, 14, 15, -1);
+      for (size_t h = 0; h < 2; ++h) {
+        const uint8_t* p = codes + 24 * h;
+        const __m256i x =
+            _mm256_shuffle_epi8(_mm256_loadu2_m128i(reinterpret_cast<const __m128i*>(p + 8),
+                                                    reinterpret_cast<const __m128i*>(p)),
+                                bytes);
+        idx[h] = Spread3(x);
+        idx[2 + h] = Spread3(_mm256_srli_epi32(x, 12));
+      }
+    }
+    for (size_t i = 0; i < 4; ++i) {
+      out->magnitude[i] = _mm256_shuffle_epi8(magnitude_, idx[i]);
+      out->sign[i] = _mm256_shuffle_epi8(sign_, idx[i]);
+    }
+  }
+
+ private:
+  // Four 3-bit fields at bits 0, 3, 6, 9 of every dword -> bytes 0..3 of that dword.
+  static __m256i Spread3(__m256i v) {
+    __m256i r = _mm256_and_si256(v, _mm256_set1_epi32(0x7));
+    r = _mm256_or_si256(r, _mm256_and_si256(_mm256_slli_epi32(v, 5), _mm256_set1_epi32(0x700)));
+    r = _mm256_or_si256(r, _mm256_and_si256(_mm256_slli_epi32(v, 10), _mm256_set1_epi32(0x70000)));
+    return _mm256_or_si256(
+        r, _mm256_and_si256(_mm256_slli_epi32(v, 15), _mm256_set1_epi32(0x7000000)));
+  }
+
+  __m256i magnitude_, sign_;
+};
+
+// acc += int32 partial dots of one group's weights with its 128 activations a.
+inline __m256i DotGroup(__m256i acc, const GroupWeights& w, const int8_t* a) {
+  const __m256i ones = _mm256_set1_epi16(1);
+  __m256i sum[4];
+  for (size_t i = 0; i < 4; ++i) {
+    const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a + 32 * i));
+    sum[i] = _mm256_madd_epi16(_mm256_maddubs_epi16(w.magnitude[i], _mm256_sign_epi8(x, w.sign[i])),
+                               ones);
+  }
+  return _mm256_add_epi32(
+      acc, _mm256_add_epi32(_mm256_add_epi32(sum[0], sum[1]), _mm256_add_epi32(sum[2], sum[3])));
+}
+
+// Lane l of the result = sum of the 8 int32 lanes of v[l].
+inline __m256i Reduce8(const __m256i* v) {
+  __m256i b[4], c[2];
+  for (size_t i = 0; i < 4; ++i)
+    b[i] = _mm256_add_epi32(_mm256_unpacklo_epi32(v[2 * i], v[2 * i + 1]),
+                            _mm256_unpackhi_epi32(v[2 * i], v[2 * i + 1]));
+  for (size_t i = 0; i < 2; ++i)
+    c[i] = _mm256_add_epi32(_mm256_unpacklo_epi64(b[2 * i], b[2 * i + 1]),
+                            _mm256_unpackhi_epi64(b[2 * i], b[2 * i + 1]));
+  return _mm256_add_epi32(_mm256_permute2x128_si256(c[0], c[1], 0x20),
+                          _mm256_permute2x128_si256(c[0], c[1], 0x31));
+}
+
+// Token scales of one (token tile, group block), transposed: [group - g0][t] (zero for t >= T).
+struct TokenBlock {
+  alignas(32) float scale[kGroupBlock][kLanes];
+};
+
+void StageTokens(const I8Acts& acts, size_t groups, size_t t0, size_t tokens, size_t g0, size_t g1,
+                 TokenBlock* tb) {
+  for (size_t g = g0; g < g1; ++g)
+    for (size_t t = 0; t < kLanes; ++t)
+      tb->scale[g - g0][t] = t < tokens ? acts.scales[(t0 + t) * groups + g] : 0.f;
+}
+
+// R f16 values -> lanes 0..R-1 (the others unspecified).
+template <size_t R>
+inline __m256 LoadHalves(const uint16_t* p) {
+  if constexpr (R == 8) {
+    return _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(p)));
+  } else {
+    uint64_t bits = 0;
+    std::memcpy(&bits, p, R * 2);
+    return _mm256_castps128_ps256(_mm_cvtph_ps(_mm_cvtsi64_si128(static_cast<int64_t>(bits))));
+  }
+}
+
+struct GemmArgs {
+  const CqMatrix* m;
+  const I8Acts* acts;
+  float cb_scale;
+  size_t row_begin;
+  float* y;
+  size_t ldy;
+};
+
+// Rows [r0, r0 + rows) (rows <= R; missing rows repeat the last one and are not stored) against
+// tokens [t0, t0 + T), groups [g0, g1) of the chains (resumed from y when g0 > 0).
+template <uint32_t kBits, size_t T, size_t R>
+void RowTile(const Unpacker<kBits>& unpack, const GemmArgs& a, const TokenBlock& tb, size_t t0,
+             size_t g0, size_t g1, size_t r0, size_t rows) {
+  static_assert(R * T <= kLanes);
+  const CqMatrix& m = *a.m;
+  const size_t in_pad = a.acts->in_pad;
+  const uint8_t* codes[R];
+  alignas(32) uint16_t norms[kGroupBlock][R];
+  for (size_t r = 0; r < R; ++r) {
+    const size_t row = r0 + std::min(r, rows - 1);
+    codes[r] = m.codes + row * m.row_bytes;
+    const uint8_t* row_norms = m.norms + row * m.groups_per_row * 2;
+    for (size_t g = g0; g < g1; ++g) std::memcpy(&norms[g - g0][r], row_norms + 2 * g, 2);
+  }
+  alignas(32) int32_t lane_token[kLanes], lane_row[kLanes];
+  for (size_t l = 0; l < kLanes; ++l) {
+    lane_token[l] = static_cast<int32_t>(l % T);
+    lane_row[l] = static_cast<int32_t>(std::min(l / T, R - 1));
+  }
+  const __m256i idx_t = _mm256_load_si256(reinterpret_cast<const __m256i*>(lane_token));
+  const __m256i idx_r = _mm256_load_si256(reinterpret_cast<const __m256i*>(lane_row));
+  const __m256 cb = _mm256_set1_ps(a.cb_scale);
+  alignas(32) float out[kLanes] = {};
+  auto y_at = [&](size_t r, size_t t) { return a.y + (t0 + t) * a.ldy + (r0 + r - a.row_begin); };
+  if (g0 > 0)
+    for (size_t r = 0; r < rows; ++r)
+      for (size_t t = 0; t < T; ++t) out[r * T + t] = *y_at(r, t);
+  __m256 acc = _mm256_load_ps(out);
+  const int8_t* q = a.acts->q + t0 * in_pad;
+  for (size_t g = g0; g < g1; ++g) {
+    __m256i dots[kLanes];
+    for (__m256i& d : dots) d = _mm256_setzero_si256();
+    const int8_t* qg = q + g * kI8Group;
+#pragma GCC unroll 8
+    for (size_t r = 0; r < R; ++r) {
+      GroupWeights w;
+      unpack.Group(codes[r] + g * 16 * kBits, &w);
+#pragma GCC unroll 8
+      for (size_t t = 0; t < T; ++t)
+        dots[r * T + t] = DotGroup(dots[r * T + t], w, qg + t * in_pad);
+    }
+    const __m256 s = _mm256_permutevar8x32_ps(_mm256_load_ps(tb.scale[g - g0]), idx_t);
+    const __m256 norm = _mm256_permutevar8x32_ps(LoadHalves<R>(norms[g - g0]), idx_r);
+    const __m256 dot = _mm256_cvtepi32_ps(Reduce8(dots));
+    acc = _mm256_add_ps(_mm256_mul_ps(norm, _mm256_mul_ps(cb, _mm256_mul_ps(s, dot))), acc);
+  }
+  _mm256_store_ps(out, acc);
+  for (size_t r = 0; r < rows; ++r)
+    for (size_t t = 0; t < T; ++t) *y_at(r, t) = out[r * T + t];
+}
+
+// All rows of the call for one token tile: full tiles of R = 8 / T rows, then the leftover rows
+// with the smallest power-of-two tile that holds them.
+template <uint32_t kBits, size_t T, size_t R = kLanes / T>
+void Rows(const Unpacker<kBits>& unpack, const GemmArgs& a, const TokenBlock& tb, size_t t0,
+          size_t g0, size_t g1, size_t r0, size_t r1) {
+  if constexpr (R == kLanes / T) {
+    for (; r0 + R <= r1; r0 += R) RowTile<kBits, T, R>(unpack, a, tb, t0, g0, g1, r0, R);
+  }
+  if (r0 >= r1) return;
+  if constexpr (R > 1) {
+    if (r1 - r0 <= R / 2) return Rows<kBits, T, R / 2>(unpack, a, tb, t0, g0, g1, r0, r1);
+  }
+  RowTile<kBits, T, R>(unpack, a, tb, t0, g0, g1, r0, r1 - r0);
+}
+
+template <uint32_t kBits>
+void GemmBits(const CqMatrix& m, const I8Codebook& cb, const I8Acts& acts, size_t row_begin,
+              size_t row_end, float* y, size_t ldy) {
+  const Unpacker<kBits> unpack(cb);
+  const GemmArgs a{&m, &acts, cb.scale, row_begin, y, ldy};
+  const size_t groups = m.groups_per_row;
+  TokenBlock tb;
+  for (size_t t0 = 0; t0 < acts.n;) {
+    const size_t left = acts.n - t0;
+    const size_t tokens = left >= 8 ? 8 : left >= 4 ? 4 : left >= 2 ? 2 : 1;
+    for (size_t g0 = 0; g0 < groups; g0 += kGroupBlock) {
+      const size_t g1 = std::min(groups, g0 + kGroupBlock);
+      StageTokens(acts, groups, t0, tokens, g0, g1, &tb);
+      switch (tokens) {
+        case 8:
+          Rows<kBits, 8>(unpack, a, tb, t0, g0, g1, row_begin, row_end);
+          break;
+        case 4:
+          Rows<kBits, 4>(unpack, a, tb, t0, g0, g1, row_begin, row_end);
+          break;
+        case 2:
+          Rows<kBits, 2>(unpack, a, tb, t0, g0, g1, row_begin, row_end);
+          break;
+        default:
+          Rows<kBits, 1>(unpack, a, tb, t0, g0, g1, row_begin, row_end);
+          break;
+      }
+    }
+    t0 += tokens;
+  }
+}
+
+}  // namespace
+
+void CqQuantizeI8Avx2(const float* x, size_t n, size_t cols, size_t ldx, size_t in_pad,
+                      uint32_t code_bits, int8_t* q, float* scales) {
+  const float c128 = 1.0f / std::sqrt(static_cast<float>(kI8Group));
+  const __m256 c = _mm256_set1_ps(c128);
+  const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+  const size_t groups = in_pad / kI8Group;
+  alignas(32) float padded[kI8Group];
+  for (size_t t = 0; t < n; ++t) {
+    const float* xt = x + t * ldx;
+    for (size_t g = 0; g < groups; ++g) {
+      const size_t base = g * kI8Group;
+      const size_t len = base < cols ? std::min(kI8Group, cols - base) : 0;
+      const float* src = xt + base;
+      if (len < kI8Group) {
+        if (len > 0) std::memcpy(padded, src, len * sizeof(float));
+        std::fill(padded + len, padded + kI8Group, 0.f);
+        src = padded;
+      }
+      __m256 v[16];
+      for (size_t i = 0; i < 16; ++i) v[i] = InRegisterStages(_mm256_loadu_ps(src + 8 * i));
+      for (size_t h = 1; h < 16; h *= 2)  // stages 8, 16, 32, 64: vectors j and j + h
+        for (size_t b = 0; b < 16; b += 2 * h)
+          for (size_t j = b; j < b + h; ++j) {
+            const __m256 lo = v[j], hi = v[j + h];
+            v[j] = _mm256_add_ps(lo, hi);
+            v[j + h] = _mm256_sub_ps(lo, hi);
+          }
+      __m256 amax = _mm256_setzero_ps();
+      for (__m256& z : v) {
+        z = _mm256_mul_ps(c, z);
+        amax = _mm256_max_ps(amax, _mm256_and_ps(z, abs_mask));
+      }
+      __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(amax), _mm256_extractf128_ps(amax, 1));
+      m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+      m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
+      const float m = _mm_cvtss_f32(m4);
+      const float s = m > 0.f ? m / 127.0f : 1.0f;
+      const __m256 inv = _mm256_set1_ps(1.0f / s);
+      scales[t * groups + g] = s;
+      __m256i codes[16];
+      for (size_t i = 0; i < 16; ++i)
+        codes[i] = _mm256_cvttps_epi32(RoundHalfAway(_mm256_mul_ps(v[i], inv)));
+      __m256i bytes[4];
+      for (size_t i = 0; i < 4; ++i) bytes[i] = Bytes32(codes + 4 * i);
+      StoreLayout(code_bits, bytes, q + t * in_pad + base);
+    }
+  }
+}
+
+void CqGemmI8Avx2(const CqMatrix& m, const I8Codebook& cb, const I8Acts& acts, size_t row_begin,
+                  size_t row_end, float* y, size_t ldy) {
+  if (m.group != kI8Group || row_begin >= row_end || acts.n == 0)
+    return CqGemmI8Reference(m, cb, acts, row_begin, row_end, y, ldy);
+  switch (m.code_bits) {
+    case 2:
+      return GemmBits<2>(m, cb, acts, row_begin, row_end, y, ldy);
+    case 3:
+      return GemmBits<3>(m, cb, acts, row_begin, row_end, y, ldy);
+    case 4:
+      return GemmBits<4>(m, cb, acts, row_begin, row_end, y, ldy);
+    default:
+      return CqGemmI8Reference(m, cb, acts, row_begin, row_end, y, ldy);
+  }
+}
+
+// Exact for any int8 values (including -128): both sides widened to int16, pairs summed by
+// vpmaddwd into int32.
+int32_t DotI8Avx2(const int8_t* a, const int8_t* b, size_t n) {
+  __m256i acc = _mm256_setzero_si256();
+  size_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m256i x =
+        _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(a + i)));
+    const __m256i z =
+        _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + i)));
+    acc = _mm256_add_epi32(acc, _mm256_madd_epi16(x, z));
+  }
+  __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(acc), _mm256_extracti128_si256(acc, 1));
+  s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0x4E));
+  s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0xB1));
+  int32_t s = _mm_cvtsi128_si32(s4);
+  for (; i < n; ++i) s += int32_t{a[i]} * int32_t{b[i]};
+  return s;
+}
+
+}  // namespace needle::kernels

@@ -1,0 +1,350 @@
+// AVX-512 integer CQ gemm and int8 dot (cq_int8.h), written once for two translation units:
+// cq_int8_avx512.cpp (F/BW/VL/DQ: vpmaddubsw + vpmaddwd) and cq_int8_avx512vnni.cpp (+VNNI:
+// vpdpbusd / vpdpwssd), selected by __AVX512VNNI__. Everything here has internal linkage so the two
+// differently-compiled copies never meet at link time. Bit-exact: built with -ffp-contract=off.
+//
+// Tiles: 16 f32 lanes, lane l = r * T + t for R rows x T tokens (R * T <= 16). Per 128-group the
+// R rows' codes are unpacked once (shifts, masks, one vpshufb table lookup) into int8 weights in
+// the activation layout of cq_int8_x86.h and reused for the T tokens; the R*T int32 group dots are
+// reduced into one vector and each lane runs its own f32 chain over the groups in order:
+//   acc = norm_g * (cb_scale * (s_g * (float)I_g)) + acc
+// vpdpbusd multiplies unsigned by signed bytes: VNNI tables hold w + 128 (unsigned) and subtract
+// the exact 128 * sum(q) per (token, group) afterwards. Without VNNI the tables hold |w| and the
+// sign of w moves onto the activation (masked negation; |w|, |q| <= 127, so vpmaddubsw's pair
+// sums, at most 2 * 127 * 127, never saturate).
+#pragma once
+
+// GCC 12's AVX-512 intrinsics build their "undefined" pass-through operands from
+// self-initialized variables, which -Wuninitialized reports at every use (a false positive).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#if !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+#include <immintrin.h>
+#pragma GCC diagnostic pop
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+#include "kernels/cq_int8.h"
+#include "kernels/cq_int8_x86.h"
+
+namespace needle::kernels {
+namespace {  // NOLINT(cert-dcl59-cpp, google-build-namespaces): one private copy per ISA file
+
+#if defined(__AVX512VNNI__)
+constexpr bool kVnni = true;
+#else
+constexpr bool kVnni = false;
+#endif
+
+constexpr size_t kLanes = 16;
+// Groups whose token data (scales, VNNI offsets) and row norms are staged at a time; longer rows
+// are walked in blocks, the chains resumed from y (an f32 store and reload is exact).
+constexpr size_t kGroupBlock = 64;
+
+// One 128-group of one row as int8 weights in layout order: bytes [0, 64) and [64, 128).
+struct GroupWeights {
+  __m512i w[2];      // VNNI: w + 128 (unsigned); otherwise |w|
+  __mmask64 neg[2];  // without VNNI: lanes where w < 0
+};
+
+template <uint32_t kBits>
+class Unpacker {
+ public:
+  explicit Unpacker(const I8Codebook& cb) {
+    alignas(16) uint8_t table[16], sign[16];
+    for (size_t k = 0; k < 16; ++k) {
+      const auto bits = static_cast<uint8_t>(cb.q[k]);  // two's complement; never -128
+      const auto magnitude = (bits & 0x80) ? static_cast<uint8_t>(0u - bits) : bits;
+      table[k] = kVnni ? static_cast<uint8_t>(bits ^ 0x80) : magnitude;  // w + 128 or |w|
+      sign[k] = bits;
+    }
+    table_ = _mm512_broadcast_i32x4(_mm_load_si128(reinterpret_cast<const __m128i*>(table)));
+    sign_ = _mm512_broadcast_i32x4(_mm_load_si128(reinterpret_cast<const __m128i*>(sign)));
+  }
+
+  // `codes`: the group's 16 * kBits code bytes.
+  void Group(const uint8_t* codes, GroupWeights* out) const {
+    __m512i idx[2];
+    if constexpr (kBits == 2) {
+      // Both 256-bit halves hold the 32 code bytes; 16-bit shifts by (0 | 2) and (4 | 6) bring
+      // crumbs j = 0..3 to the bottom of every byte: positions j * 32 + b.
+      const __m512i c =
+          _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(codes)));
+      const __m512i mask = _mm512_set1_epi8(3);
+      const __m512i shift01 = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(2), 1);
+      const __m512i shift23 = _mm512_inserti64x4(_mm512_set1_epi16(4), _mm256_set1_epi16(6), 1);
+      idx[0] = _mm512_and_si512(_mm512_srlv_epi16(c, shift01), mask);
+      idx[1] = _mm512_and_si512(_mm512_srlv_epi16(c, shift23), mask);
+    } else if constexpr (kBits == 4) {
+      const __m512i c = _mm512_loadu_si512(codes);
+      const __m512i mask = _mm512_set1_epi8(15);
+      idx[0] = _mm512_and_si512(c, mask);
+      idx[1] = _mm512_and_si512(_mm512_srli_epi16(c, 4), mask);
+    } else {
+      // 48 bytes = 16 chunks of 3 bytes (8 codes each). Chunk d goes to dword d: its bytes are
+      // moved into place (dword permute, then an in-lane byte shuffle), then codes 0..3 and 4..7
+      // of every chunk are spread to one byte each.
+      const __m512i c = _mm512_maskz_loadu_epi8(0x0000FFFFFFFFFFFFull, codes);
+      const __m512i lanes = _mm512_setr_epi32(0, 1, 2, 0, 3, 4, 5, 0, 6, 7, 8, 0, 9, 10, 11, 0);
+      const __m512i bytes = _mm512_broadcast_i32x4(
+          _mm_setr_epi8(0, 1, 2, -1, 3, 4, 5, -1, 6, 7, 8, -1, 9, 10, 11, -1));
+      const __m512i x = _mm512_shuffle_epi8(_mm512_permutexvar_epi32(lanes, c), bytes);
+      idx[0] = Spread3(x);
+      idx[1] = Spread3(_mm512_srli_epi32(x, 12));
+    }
+    for (size_t h = 0; h < 2; ++h) {
+      out->w[h] = _mm512_shuffle_epi8(table_, idx[h]);
+      if constexpr (!kVnni) out->neg[h] = _mm512_movepi8_mask(_mm512_shuffle_epi8(sign_, idx[h]));
+    }
+  }
+
+ private:
+  // Four 3-bit fields at bits 0, 3, 6, 9 of every dword -> bytes 0..3 of that dword.
+  static __m512i Spread3(__m512i v) {
+    constexpr int kOrAnd = 0xF8;  // a | (b & c)
+    __m512i r = _mm512_and_si512(v, _mm512_set1_epi32(0x7));
+    r = _mm512_ternarylogic_epi32(r, _mm512_slli_epi32(v, 5), _mm512_set1_epi32(0x700), kOrAnd);
+    r = _mm512_ternarylogic_epi32(r, _mm512_slli_epi32(v, 10), _mm512_set1_epi32(0x70000), kOrAnd);
+    return _mm512_ternarylogic_epi32(r, _mm512_slli_epi32(v, 15), _mm512_set1_epi32(0x7000000),
+                                     kOrAnd);
+  }
+
+  __m512i table_, sign_;
+};
+
+// acc += int32 partial dots of one group's weights with 128 activations a (two 64-byte vectors).
+inline __m512i DotGroup(__m512i acc, const GroupWeights& w, const int8_t* a) {
+  const __m512i a0 = _mm512_loadu_si512(a), a1 = _mm512_loadu_si512(a + 64);
+  if constexpr (kVnni) {
+#if defined(__AVX512VNNI__)
+    acc = _mm512_dpbusd_epi32(acc, w.w[0], a0);
+    acc = _mm512_dpbusd_epi32(acc, w.w[1], a1);
+#endif
+    return acc;
+  } else {
+    const __m512i zero = _mm512_setzero_si512(), ones = _mm512_set1_epi16(1);
+    const __m512i p0 = _mm512_maddubs_epi16(w.w[0], _mm512_mask_sub_epi8(a0, w.neg[0], zero, a0));
+    const __m512i p1 = _mm512_maddubs_epi16(w.w[1], _mm512_mask_sub_epi8(a1, w.neg[1], zero, a1));
+    return _mm512_add_epi32(
+        acc, _mm512_add_epi32(_mm512_madd_epi16(p0, ones), _mm512_madd_epi16(p1, ones)));
+  }
+}
+
+// Lane l of the result = sum of the 16 int32 lanes of v[l].
+inline __m512i Reduce16(const __m512i* v) {
+  __m512i b[8], c[4], d[2];
+  for (size_t i = 0; i < 8; ++i)
+    b[i] = _mm512_add_epi32(_mm512_unpacklo_epi32(v[2 * i], v[2 * i + 1]),
+                            _mm512_unpackhi_epi32(v[2 * i], v[2 * i + 1]));
+  for (size_t i = 0; i < 4; ++i)
+    c[i] = _mm512_add_epi32(_mm512_unpacklo_epi64(b[2 * i], b[2 * i + 1]),
+                            _mm512_unpackhi_epi64(b[2 * i], b[2 * i + 1]));
+  for (size_t i = 0; i < 2; ++i)
+    d[i] = _mm512_add_epi32(_mm512_shuffle_i32x4(c[2 * i], c[2 * i + 1], 0x88),
+                            _mm512_shuffle_i32x4(c[2 * i], c[2 * i + 1], 0xDD));
+  return _mm512_add_epi32(_mm512_shuffle_i32x4(d[0], d[1], 0x88),
+                          _mm512_shuffle_i32x4(d[0], d[1], 0xDD));
+}
+
+// Token data of one (token tile, group block), transposed so a group's values are one load:
+// [group - g0][t] for t < T (other columns zero).
+struct TokenBlock {
+  alignas(64) float scale[kGroupBlock][kLanes];
+  alignas(64) int32_t offset[kGroupBlock][kLanes];  // VNNI: 128 * sum of the group's q
+};
+
+void StageTokens(const I8Acts& acts, size_t groups, size_t t0, size_t tokens, size_t g0, size_t g1,
+                 TokenBlock* tb) {
+  for (size_t g = g0; g < g1; ++g) {
+    for (size_t t = 0; t < kLanes; ++t) {
+      tb->scale[g - g0][t] = t < tokens ? acts.scales[(t0 + t) * groups + g] : 0.f;
+      tb->offset[g - g0][t] = 0;
+    }
+    if constexpr (kVnni) {
+#if defined(__AVX512VNNI__)
+      const __m512i ones = _mm512_set1_epi8(1);
+      for (size_t t = 0; t < tokens; ++t) {
+        const int8_t* q = acts.q + (t0 + t) * acts.in_pad + g * kI8Group;
+        __m512i s = _mm512_dpbusd_epi32(_mm512_setzero_si512(), ones, _mm512_loadu_si512(q));
+        s = _mm512_dpbusd_epi32(s, ones, _mm512_loadu_si512(q + 64));
+        tb->offset[g - g0][t] = 128 * _mm512_reduce_add_epi32(s);
+      }
+#endif
+    }
+  }
+}
+
+// R f16 values -> lanes 0..R-1 (the others unspecified).
+template <size_t R>
+inline __m512 LoadHalves(const uint16_t* p) {
+  if constexpr (R == 16) {
+    return _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(p)));
+  } else if constexpr (R == 8) {
+    return _mm512_castps256_ps512(
+        _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(p))));
+  } else {
+    uint64_t bits = 0;
+    std::memcpy(&bits, p, R * 2);
+    return _mm512_castps128_ps512(_mm_cvtph_ps(_mm_cvtsi64_si128(static_cast<int64_t>(bits))));
+  }
+}
+
+struct GemmArgs {
+  const CqMatrix* m;
+  const I8Acts* acts;
+  float cb_scale;
+  size_t row_begin;
+  float* y;
+  size_t ldy;
+};
+
+// Rows [r0, r0 + rows) (rows <= R; missing rows repeat the last one and are not stored) against
+// tokens [t0, t0 + T), groups [g0, g1) of the chains (resumed from y when g0 > 0).
+template <uint32_t kBits, size_t T, size_t R>
+void RowTile(const Unpacker<kBits>& unpack, const GemmArgs& a, const TokenBlock& tb, size_t t0,
+             size_t g0, size_t g1, size_t r0, size_t rows) {
+  static_assert(R * T <= kLanes);
+  const CqMatrix& m = *a.m;
+  const size_t in_pad = a.acts->in_pad;
+  const uint8_t* codes[R];
+  alignas(64) uint16_t norms[kGroupBlock][R];
+  for (size_t r = 0; r < R; ++r) {
+    const size_t row = r0 + std::min(r, rows - 1);
+    codes[r] = m.codes + row * m.row_bytes;
+    const uint8_t* row_norms = m.norms + row * m.groups_per_row * 2;
+    for (size_t g = g0; g < g1; ++g) std::memcpy(&norms[g - g0][r], row_norms + 2 * g, 2);
+  }
+  alignas(64) int32_t lane_token[kLanes], lane_row[kLanes];
+  for (size_t l = 0; l < kLanes; ++l) {
+    lane_token[l] = static_cast<int32_t>(l % T);
+    lane_row[l] = static_cast<int32_t>(std::min(l / T, R - 1));
+  }
+  const __m512i idx_t = _mm512_load_si512(lane_token), idx_r = _mm512_load_si512(lane_row);
+  const __m512 cb = _mm512_set1_ps(a.cb_scale);
+  alignas(64) float out[kLanes] = {};
+  auto y_at = [&](size_t r, size_t t) { return a.y + (t0 + t) * a.ldy + (r0 + r - a.row_begin); };
+  if (g0 > 0)
+    for (size_t r = 0; r < rows; ++r)
+      for (size_t t = 0; t < T; ++t) out[r * T + t] = *y_at(r, t);
+  __m512 acc = _mm512_load_ps(out);
+  const int8_t* q = a.acts->q + t0 * in_pad;
+  for (size_t g = g0; g < g1; ++g) {
+    __m512i dots[kLanes];
+    for (__m512i& d : dots) d = _mm512_setzero_si512();
+    const int8_t* qg = q + g * kI8Group;
+#pragma GCC unroll 16
+    for (size_t r = 0; r < R; ++r) {
+      GroupWeights w;
+      unpack.Group(codes[r] + g * 16 * kBits, &w);
+#pragma GCC unroll 16
+      for (size_t t = 0; t < T; ++t)
+        dots[r * T + t] = DotGroup(dots[r * T + t], w, qg + t * in_pad);
+    }
+    __m512i sum = Reduce16(dots);
+    if constexpr (kVnni)
+      sum = _mm512_sub_epi32(sum,
+                             _mm512_permutexvar_epi32(idx_t, _mm512_load_si512(tb.offset[g - g0])));
+    const __m512 s = _mm512_permutexvar_ps(idx_t, _mm512_load_ps(tb.scale[g - g0]));
+    const __m512 norm = _mm512_permutexvar_ps(idx_r, LoadHalves<R>(norms[g - g0]));
+    acc = _mm512_add_ps(
+        _mm512_mul_ps(norm, _mm512_mul_ps(cb, _mm512_mul_ps(s, _mm512_cvtepi32_ps(sum)))), acc);
+  }
+  _mm512_store_ps(out, acc);
+  for (size_t r = 0; r < rows; ++r)
+    for (size_t t = 0; t < T; ++t) *y_at(r, t) = out[r * T + t];
+}
+
+// All rows of the call for one token tile: full tiles of R = 16 / T rows, then the leftover rows
+// with the smallest power-of-two tile that holds them.
+template <uint32_t kBits, size_t T, size_t R = kLanes / T>
+void Rows(const Unpacker<kBits>& unpack, const GemmArgs& a, const TokenBlock& tb, size_t t0,
+          size_t g0, size_t g1, size_t r0, size_t r1) {
+  if constexpr (R == kLanes / T) {
+    for (; r0 + R <= r1; r0 += R) RowTile<kBits, T, R>(unpack, a, tb, t0, g0, g1, r0, R);
+  }
+  if (r0 >= r1) return;
+  if constexpr (R > 1) {
+    if (r1 - r0 <= R / 2) return Rows<kBits, T, R / 2>(unpack, a, tb, t0, g0, g1, r0, r1);
+  }
+  RowTile<kBits, T, R>(unpack, a, tb, t0, g0, g1, r0, r1 - r0);
+}
+
+template <uint32_t kBits>
+void GemmBits(const CqMatrix& m, const I8Codebook& cb, const I8Acts& acts, size_t row_begin,
+              size_t row_end, float* y, size_t ldy) {
+  const Unpacker<kBits> unpack(cb);
+  const GemmArgs a{&m, &acts, cb.scale, row_begin, y, ldy};
+  const size_t groups = m.groups_per_row;
+  TokenBlock tb;
+  for (size_t t0 = 0; t0 < acts.n;) {
+    const size_t left = acts.n - t0;
+    const size_t tokens = left >= 16 ? 16 : left >= 8 ? 8 : left >= 4 ? 4 : left >= 2 ? 2 : 1;
+    for (size_t g0 = 0; g0 < groups; g0 += kGroupBlock) {
+      const size_t g1 = std::min(groups, g0 + kGroupBlock);
+      StageTokens(acts, groups, t0, tokens, g0, g1, &tb);
+      switch (tokens) {
+        case 16:
+          Rows<kBits, 16>(unpack, a, tb, t0, g0, g1, row_begin, row_end);
+          break;
+        case 8:
+          Rows<kBits, 8>(unpack, a, tb, t0, g0, g1, row_begin, row_end);
+          break;
+        case 4:
+          Rows<kBits, 4>(unpack, a, tb, t0, g0, g1, row_begin, row_end);
+          break;
+        case 2:
+          Rows<kBits, 2>(unpack, a, tb, t0, g0, g1, row_begin, row_end);
+          break;
+        default:
+          Rows<kBits, 1>(unpack, a, tb, t0, g0, g1, row_begin, row_end);
+          break;
+      }
+    }
+    t0 += tokens;
+  }
+}
+
+void GemmI8(const CqMatrix& m, const I8Codebook& cb, const I8Acts& acts, size_t row_begin,
+            size_t row_end, float* y, size_t ldy) {
+  if (m.group != kI8Group || row_begin >= row_end || acts.n == 0)
+    return CqGemmI8Reference(m, cb, acts, row_begin, row_end, y, ldy);
+  switch (m.code_bits) {
+    case 2:
+      return GemmBits<2>(m, cb, acts, row_begin, row_end, y, ldy);
+    case 3:
+      return GemmBits<3>(m, cb, acts, row_begin, row_end, y, ldy);
+    case 4:
+      return GemmBits<4>(m, cb, acts, row_begin, row_end, y, ldy);
+    default:
+      return CqGemmI8Reference(m, cb, acts, row_begin, row_end, y, ldy);
+  }
+}
+
+// Exact for any int8 values (including -128): both sides widened to int16, pairs summed by
+// vpmaddwd (or vpdpwssd) into int32.
+int32_t DotI8(const int8_t* a, const int8_t* b, size_t n) {
+  __m512i acc = _mm512_setzero_si512();
+  size_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    const __m512i x =
+        _mm512_cvtepi8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(a + i)));
+    const __m512i z =
+        _mm512_cvtepi8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + i)));
+#if defined(__AVX512VNNI__)
+    acc = _mm512_dpwssd_epi32(acc, x, z);
+#else
+    acc = _mm512_add_epi32(acc, _mm512_madd_epi16(x, z));
+#endif
+  }
+  int32_t s = _mm512_reduce_add_epi32(acc);
+  for (; i < n; ++i) s += int32_t{a[i]} * int32_t{b[i]};
+  return s;
+}
+
+}  // namespace
+}  // namespace needle::kernels

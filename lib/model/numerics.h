@@ -1,0 +1,139 @@
+// The seam between the forward pass and its arithmetic (STYLE.md 13). The decoder walks the model
+// once (decoder.cpp); what differs between the two numeric paths lives behind this interface:
+//   - f32 (numerics_f32.cpp): upstream semantics (MODEL.md), f32 activations and KV cache, each
+//     position attending over its own window;
+//   - official (numerics_official.cpp): the official engine's integer arithmetic bit for bit
+//     (NUMERICS.md): int8 activations and codebooks, exact int32 group dots, int8 φ rows, an int8
+//     K/V ring with the chunk-level window, an int8 engram ring.
+// Both use the same element-wise operation orders and the musl libm ports (kernels/ops.h), so the
+// walk itself is shared. Calls happen once per layer per block, never per element.
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "format/cact.h"
+#include "kernels/dispatch.h"
+#include "kernels/parallel.h"
+#include "model/weights.h"
+
+namespace needle::model {
+
+// How activations and the KV cache are represented.
+//   kOfficial: the official engine's integer arithmetic (NUMERICS.md), bit for bit. The default.
+//   kF32:      upstream f32 semantics (MODEL.md), the reference the f32 goldens hold.
+enum class NumericPath { kOfficial, kF32 };
+
+const char* NumericPathName(NumericPath path);  // "official", "f32"
+// Parses "official" / "f32"; throws UsageError naming the value otherwise.
+NumericPath ParseNumericPath(const std::string& name);
+
+// One product of a batch sharing the same input: rows [row_begin, row_end) of m into y (row
+// stride ldy per token).
+struct ProjectJob {
+  const kernels::CqMatrix* m;
+  size_t row_begin, row_end;
+  float* y;
+  size_t ldy;
+};
+
+// The KV ring: sinks [0, sinks) keep their slots; later positions share `window` slots.
+struct KvRing {
+  uint32_t window = 0;  // 0: no window, every earlier position visible (slot = position)
+  uint32_t sinks = 0;
+  size_t capacity = 0;  // slots per layer
+  size_t Slot(uint32_t pos) const {
+    return (window == 0 || pos < sinks) ? pos : sinks + (pos - sinks) % window;
+  }
+};
+
+// Everything a numeric path may use; owned by the decoder, stable for its lifetime.
+struct NumericsContext {
+  const Weights* weights = nullptr;
+  const format::Geometry* geometry = nullptr;
+  const kernels::KernelTable* kernels = nullptr;
+  kernels::ChunkPool* pool = nullptr;
+  int threads = 1;
+  size_t max_batch = 32;
+  size_t capacity = 0;  // KV slots per layer
+};
+
+// KV state as saved in a snapshot (only the fields of the decoder's path are used).
+struct KvState {
+  std::vector<float> k, v;              // f32: [layers, used, kv_dim]
+  std::vector<int8_t> kq, vq;           // official: [layers, used, kv_dim]
+  std::vector<float> k_scale, v_scale;  // official: [layers, used, kv_dim / 64]
+};
+
+class ForwardNumerics {
+ public:
+  virtual ~ForwardNumerics() = default;
+  virtual NumericPath path() const = 0;
+
+  // y_j[t] = product of matrix j with x[t] (x [n, cols], row stride ldx) for every job; all jobs'
+  // matrices have the same cols.
+  virtual void Project(const float* x, size_t n, size_t ldx, std::span<const ProjectJob> jobs) = 0;
+
+  // mHC projections of layer `layer` from nx = rms_unit(lanes) [n, lanes*d]: per token t,
+  // coef[t*ldc ..] = pre (lanes), post (lanes), res (lanes*lanes) dot products.
+  virtual void MhcLogits(size_t layer, const float* nx, size_t n, float* coef, size_t ldc) = 0;
+
+  // The engram value ring's representation: vraw (d values) is replaced in place by what the
+  // ring gives back (official: int8 per 32 elements, dequantized).
+  virtual void EngramRingValue(float* vraw, size_t d) = 0;
+
+  // Writes the K/V of n tokens at positions pos0.. into the ring (k after norm and RoPE, v raw;
+  // [n, kv_dim] each), then computes the attention output o [n, attn_dim] of queries q
+  // [n, attn_dim] (after norm and RoPE). The n tokens are one forward call (a prefill chunk or a
+  // decode step).
+  virtual void Attention(size_t layer, const KvRing& ring, uint32_t pos0, size_t n, const float* q,
+                         const float* k, const float* v, float* o) = 0;
+
+  // Copies the K/V of the first `used` slots of every layer into / out of a snapshot.
+  virtual void SaveKv(size_t used, KvState* state) const = 0;
+  // Returns false if the state does not fit this path and capacity.
+  virtual bool RestoreKv(size_t used, const KvState& state) = 0;
+
+  // Bytes of KV cache per slot of one layer (for reports).
+  virtual size_t KvBytesPerSlot() const = 0;
+};
+
+std::unique_ptr<ForwardNumerics> MakeF32Numerics(const NumericsContext& ctx);
+std::unique_ptr<ForwardNumerics> MakeOfficialNumerics(const NumericsContext& ctx);
+
+// Runs fn(job, row_begin, row_end) over chunks of kRowsPerChunk rows of every job: on the calling
+// thread when `work` (multiply-adds) is small, else on the context's pool. Each output row is
+// computed by exactly one call in a fixed order, so results do not depend on the thread count.
+template <class Fn>
+void RunRowChunks(const NumericsContext& ctx, std::span<const ProjectJob> jobs, size_t work,
+                  const Fn& fn) {
+  constexpr size_t kRowsPerChunk = 16;
+  constexpr size_t kParallelMinWork = size_t{1} << 18;
+  constexpr size_t kMaxJobs = 8;
+  size_t first_chunk[kMaxJobs + 1] = {0};
+  size_t rows = 0;
+  for (size_t k = 0; k < jobs.size(); ++k) {
+    const size_t r = jobs[k].row_end - jobs[k].row_begin;
+    rows += r;
+    first_chunk[k + 1] = first_chunk[k] + (r + kRowsPerChunk - 1) / kRowsPerChunk;
+  }
+  if (ctx.threads <= 1 || jobs.size() > kMaxJobs || work < kParallelMinWork ||
+      rows < 2 * kRowsPerChunk) {
+    for (const ProjectJob& j : jobs) fn(j, j.row_begin, j.row_end);
+    return;
+  }
+  ctx.pool->Run(first_chunk[jobs.size()], [&](size_t c) {
+    size_t k = 0;
+    while (c >= first_chunk[k + 1]) ++k;
+    const ProjectJob& j = jobs[k];
+    const size_t b = j.row_begin + (c - first_chunk[k]) * kRowsPerChunk;
+    fn(j, b, std::min(j.row_end, b + kRowsPerChunk));
+  });
+}
+
+}  // namespace needle::model

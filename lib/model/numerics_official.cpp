@@ -1,0 +1,346 @@
+// The official numeric path (numerics.h): the official engine's integer arithmetic, bit for bit
+// (NUMERICS.md §3-§6). Bit-exact code: built with -ffp-contract=off; the order of every float
+// operation below is part of its contract (NUMERICS.md §2).
+//   - CQ products: int8 activations per 128-group after the unnormalized Hadamard transform, int8
+//     codebooks, exact int32 group dots, groups accumulated in order (kernels/cq_int8.h).
+//   - mHC: φ rows dequantized and re-quantized to int8 per row at construction; the input is one
+//     int8 vector per token (one scale over lanes*d, no Hadamard).
+//   - Engram ring: int8 per 32 values, read back dequantized.
+//   - Attention: K (after RoPE) and V int8 per 64-block with an f32 scale; the query int8 per
+//     head; int32 block dots summed in f32; musl expf softmax; V accumulated in f32 in visiting
+//     order. A call writes all its K/V before attending, and position t of a call ending at c_end
+//     sees the sinks, then max(sinks, c_end - W) .. t (the chunk-level window, NUMERICS.md §6).
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "base/error.h"
+#include "kernels/cq_int8.h"
+#include "kernels/libm.h"
+#include "model/numerics.h"
+
+namespace needle::model {
+
+namespace {
+
+constexpr size_t kKvBlock = 64;     // K/V quantization block
+constexpr size_t kRingBlock = 32;   // engram ring quantization block
+constexpr float kNegInit = -1e30f;  // the engine's running-max start
+constexpr float kTernaryC = 1.2240064f;
+
+// An int8 copy of φ rows: q [rows, cols], one scale per row.
+struct I8Rows {
+  size_t rows = 0, cols = 0;
+  std::vector<int8_t> q;
+  std::vector<float> scale;
+};
+
+I8Rows QuantizeRows(const kernels::CqMatrix& m) {
+  I8Rows r;
+  r.rows = m.rows;
+  r.cols = m.cols;
+  r.q.resize(m.rows * m.cols);
+  r.scale.resize(m.rows);
+  std::vector<float> row(m.cols), scratch(m.in_pad);
+  for (size_t i = 0; i < m.rows; ++i) {
+    kernels::CqDecodeRow(m, i, row.data(), scratch.data());
+    r.scale[i] = kernels::QuantizeI8(row.data(), m.cols, &r.q[i * m.cols]);
+  }
+  return r;
+}
+
+// NUMERICS.md §3.1: the file codebook of the matrix's width as int8 (ternary: ±127, 0).
+kernels::I8Codebook CodebookOf(const kernels::CqMatrix& m) {
+  if (m.ternary) {
+    kernels::I8Codebook cb;
+    const float c = kTernaryC / std::sqrt(128.0f);
+    cb.scale = c / 127.0f;
+    cb.q[0] = 0;     // crumb 0 -> level 0
+    cb.q[1] = 127;   // crumb 1 -> +c
+    cb.q[2] = 0;     // unused crumb
+    cb.q[3] = -127;  // crumb 3 -> -c
+    return cb;
+  }
+  return kernels::MakeI8Codebook(m.levels, size_t{1} << m.code_bits);
+}
+
+void CheckGroup(const kernels::CqMatrix& m, const char* what) {
+  if (m.group != kernels::kI8Group)
+    Fail<InvalidInput>(
+        "official numerics need CQ group {} (the engine hard-codes it); {} has group {} "
+        "(use --numerics f32)",
+        kernels::kI8Group, what, m.group);
+}
+
+class OfficialNumerics final : public ForwardNumerics {
+ public:
+  explicit OfficialNumerics(const NumericsContext& ctx) : ctx_(ctx) {
+    const format::Geometry& g = *ctx.geometry;
+    const Weights& w = *ctx.weights;
+    if (g.kv_dim() % kKvBlock != 0 || g.head_dim % kKvBlock != 0)
+      Fail<InvalidInput>("official numerics need head_dim a multiple of {} (head_dim {})", kKvBlock,
+                         g.head_dim);
+    if (g.d_model % kRingBlock != 0)
+      Fail<InvalidInput>("official numerics need d_model a multiple of {} (d_model {})", kRingBlock,
+                         g.d_model);
+    size_t max_in_pad = 0;
+    auto check = [&](const kernels::CqMatrix& m, const char* what) {
+      CheckGroup(m, what);
+      max_in_pad = std::max(max_in_pad, m.in_pad);
+    };
+    check(w.embedding, "embedding");
+    check(w.phi_pre, "mhc_phi_pre");
+    check(w.phi_post, "mhc_phi_post");
+    check(w.phi_res, "mhc_phi_res");
+    for (const LayerWeights& l : w.layers)
+      for (const auto* m : {&l.q_proj, &l.k_proj, &l.v_proj, &l.gate_proj, &l.out_proj})
+        check(*m, "a layer projection");
+    for (const EngramWeights& e : w.engram)
+      for (const auto* m : {&e.tables, &e.key_proj, &e.value_proj}) check(*m, "an engram tensor");
+    phi_pre_ = QuantizeRows(w.phi_pre);
+    phi_post_ = QuantizeRows(w.phi_post);
+    phi_res_ = QuantizeRows(w.phi_res);
+
+    const size_t B = ctx.max_batch, L = g.num_layers, kvd = g.kv_dim();
+    act_q_.resize(B * max_in_pad);
+    act_scale_.resize(B * (max_in_pad / kernels::kI8Group));
+    mhc_q_.resize(B * size_t{g.lanes} * g.d_model);
+    mhc_scale_.resize(B);
+    kq_.assign(L * ctx.capacity * kvd, 0);
+    vq_.assign(L * ctx.capacity * kvd, 0);
+    k_scale_.assign(L * ctx.capacity * (kvd / kKvBlock), 0.f);
+    v_scale_.assign(L * ctx.capacity * (kvd / kKvBlock), 0.f);
+    qq_.resize(B * g.attn_dim());
+    q_scale_.resize(B * g.num_heads);
+    scores_.resize(size_t{g.num_heads} * ctx.capacity);
+    visible_.resize(B * ctx.capacity);
+  }
+
+  NumericPath path() const override { return NumericPath::kOfficial; }
+
+  void Project(const float* x, size_t n, size_t ldx, std::span<const ProjectJob> jobs) override {
+    const kernels::CqMatrix& m0 = *jobs[0].m;
+    for (const ProjectJob& j : jobs)
+      if (j.m->cols != m0.cols || j.m->code_bits != m0.code_bits) {  // one at a time
+        for (const ProjectJob& one : jobs) Project(x, n, ldx, {&one, 1});
+        return;
+      }
+    ctx_.kernels->cq_quantize_i8(x, n, m0.cols, ldx, m0.in_pad, m0.code_bits, act_q_.data(),
+                                 act_scale_.data());
+    const kernels::I8Acts acts{act_q_.data(), act_scale_.data(), n, m0.in_pad};
+    const kernels::CqGemmI8Fn gemm = ctx_.kernels->cq_gemm_i8;
+    size_t rows = 0;
+    for (const ProjectJob& j : jobs) rows += j.row_end - j.row_begin;
+    // Codebooks per job, resolved before the parallel region.
+    kernels::I8Codebook cbs[8];
+    const size_t nj = std::min<size_t>(jobs.size(), 8);
+    for (size_t k = 0; k < nj; ++k) cbs[k] = CodebookOf(*jobs[k].m);
+    RunRowChunks(ctx_, jobs, rows * n * m0.in_pad, [&](const ProjectJob& j, size_t b, size_t e) {
+      const size_t k = static_cast<size_t>(&j - jobs.data());
+      gemm(*j.m, k < nj ? cbs[k] : CodebookOf(*j.m), acts, b, e, j.y + (b - j.row_begin), j.ldy);
+    });
+  }
+
+  // logit_j = w_j * (xs * (float)Σ qφ_jk qx_k), one int8 quantization of nx per token.
+  void MhcLogits(size_t li, const float* nx, size_t n, float* coef, size_t ldc) override {
+    const size_t nl = ctx_.geometry->lanes, nd = nl * ctx_.geometry->d_model;
+    const kernels::DotI8Fn dot = ctx_.kernels->dot_i8;
+    for (size_t t = 0; t < n; ++t) {
+      int8_t* qx = &mhc_q_[t * nd];
+      const float xs = kernels::QuantizeI8(nx + t * nd, nd, qx);
+      float* c = coef + t * ldc;
+      auto rows = [&](const I8Rows& phi, size_t first, size_t count, float* out) {
+        for (size_t j = 0; j < count; ++j) {
+          const size_t r = first + j;
+          const int32_t I = dot(&phi.q[r * nd], qx, nd);
+          out[j] = phi.scale[r] * (xs * static_cast<float>(I));
+        }
+      };
+      rows(phi_pre_, li * nl, nl, c);
+      rows(phi_post_, li * nl, nl, c + nl);
+      rows(phi_res_, li * nl * nl, nl * nl, c + 2 * nl);
+    }
+  }
+
+  // int8 per 32 values; the conv reads s * (float)q back.
+  void EngramRingValue(float* vraw, size_t d) override {
+    int8_t q[kRingBlock];
+    for (size_t b = 0; b < d; b += kRingBlock) {
+      const float s = kernels::QuantizeI8(vraw + b, kRingBlock, q);
+      for (size_t i = 0; i < kRingBlock; ++i) vraw[b + i] = s * static_cast<float>(q[i]);
+    }
+  }
+
+  void Attention(size_t layer, const KvRing& ring, uint32_t pos0, size_t n, const float* q_all,
+                 const float* k_all, const float* v_all, float* o_all) override {
+    const format::Geometry& g = *ctx_.geometry;
+    const size_t hd = g.head_dim, H = g.num_heads, KV = g.num_kv_heads, kvd = g.kv_dim();
+    const size_t ad = g.attn_dim(), group = H / KV, nb = hd / kKvBlock, kvb = kvd / kKvBlock;
+    const size_t cap = ctx_.capacity;
+    int8_t* kq = &kq_[layer * cap * kvd];
+    int8_t* vq = &vq_[layer * cap * kvd];
+    float* ks = &k_scale_[layer * cap * kvb];
+    float* vs = &v_scale_[layer * cap * kvb];
+    // 1. The whole call's K/V into the ring, per 64-block.
+    for (size_t t = 0; t < n; ++t) {
+      const size_t slot = ring.Slot(pos0 + static_cast<uint32_t>(t));
+      for (size_t b = 0; b < kvb; ++b) {
+        ks[slot * kvb + b] = kernels::QuantizeI8(&k_all[t * kvd + b * kKvBlock], kKvBlock,
+                                                 &kq[slot * kvd + b * kKvBlock]);
+        vs[slot * kvb + b] = kernels::QuantizeI8(&v_all[t * kvd + b * kKvBlock], kKvBlock,
+                                                 &vq[slot * kvd + b * kKvBlock]);
+      }
+    }
+    // 2. Queries int8 per head; visible keys per token (sinks, then the chunk-level window).
+    const float inv_sqrt_hd = 1.0f / std::sqrt(static_cast<float>(hd));
+    const uint32_t c_end = pos0 + static_cast<uint32_t>(n);
+    size_t counts[64];
+    for (size_t t = 0; t < n; ++t) {
+      for (size_t h = 0; h < H; ++h)
+        q_scale_[t * H + h] =
+            kernels::QuantizeI8(&q_all[t * ad + h * hd], hd, &qq_[t * ad + h * hd]);
+      const uint32_t p = pos0 + static_cast<uint32_t>(t);
+      uint32_t* vis = &visible_[t * cap];
+      size_t c = 0;
+      if (ring.window == 0) {
+        for (uint32_t pp = 0; pp <= p; ++pp) vis[c++] = static_cast<uint32_t>(ring.Slot(pp));
+      } else {
+        const uint32_t sink_end = std::min(ring.sinks, p + 1);
+        for (uint32_t pp = 0; pp < sink_end; ++pp) vis[c++] = static_cast<uint32_t>(ring.Slot(pp));
+        const uint32_t win = c_end > ring.window ? c_end - ring.window : 0u;
+        for (uint32_t pp = std::max(ring.sinks, win); pp <= p; ++pp)
+          vis[c++] = static_cast<uint32_t>(ring.Slot(pp));
+      }
+      counts[t] = c;
+    }
+    const kernels::DotI8Fn dot = ctx_.kernels->dot_i8;
+    // 3. Per kv head (independent work items): scores, softmax, V accumulation.
+    auto kv_head = [&](size_t kvh) {
+      for (size_t t = 0; t < n; ++t) {
+        const uint32_t* vis = &visible_[t * cap];
+        const size_t count = counts[t];
+        for (size_t h = kvh * group; h < (kvh + 1) * group; ++h) {
+          const int8_t* qh = &qq_[t * ad + h * hd];
+          const float qse = q_scale_[t * H + h] * inv_sqrt_hd;
+          float* sc = &scores_[h * cap];
+          float m = kNegInit;
+          for (size_t i = 0; i < count; ++i) {
+            const size_t slot = vis[i];
+            const int8_t* kh = kq + slot * kvd + kvh * hd;
+            const float* kscale = ks + slot * kvb + kvh * nb;
+            float acc = 0.f;
+            for (size_t b = 0; b < nb; ++b)
+              acc = static_cast<float>(dot(qh + b * kKvBlock, kh + b * kKvBlock, kKvBlock)) *
+                        kscale[b] +
+                    acc;
+            const float s = acc * qse;
+            sc[i] = s;
+            if (m < s) m = s;
+          }
+          float sum = 0.f;
+          for (size_t i = 0; i < count; ++i) {
+            sc[i] = kernels::libm::Expf(sc[i] - m);
+            sum = sum + sc[i];
+          }
+          const float invs = 1.0f / sum;
+          float* o = &o_all[t * ad + h * hd];
+          std::fill(o, o + hd, 0.f);
+          for (size_t i = 0; i < count; ++i) {
+            const size_t slot = vis[i];
+            const float pw = sc[i] * invs;
+            const int8_t* vh = vq + slot * kvd + kvh * hd;
+            const float* vscale = vs + slot * kvb + kvh * nb;
+            for (size_t b = 0; b < nb; ++b) {
+              const float c = pw * vscale[b];
+              float* ob = o + b * kKvBlock;
+              const int8_t* vb = vh + b * kKvBlock;
+              for (size_t j = 0; j < kKvBlock; ++j) ob[j] = c * static_cast<float>(vb[j]) + ob[j];
+            }
+          }
+        }
+      }
+    };
+    size_t work = 0;
+    for (size_t t = 0; t < n; ++t) work += counts[t];
+    work *= H * hd;
+    if (ctx_.threads > 1 && KV > 1 && work >= (size_t{1} << 16)) {
+      ctx_.pool->Run(KV, kv_head);
+    } else {
+      for (size_t h = 0; h < KV; ++h) kv_head(h);
+    }
+  }
+
+  void SaveKv(size_t used, KvState* s) const override {
+    const size_t kvd = ctx_.geometry->kv_dim(), L = ctx_.geometry->num_layers;
+    const size_t kvb = kvd / kKvBlock, cap = ctx_.capacity;
+    s->k.clear();
+    s->v.clear();
+    s->kq.resize(L * used * kvd);
+    s->vq.resize(L * used * kvd);
+    s->k_scale.resize(L * used * kvb);
+    s->v_scale.resize(L * used * kvb);
+    for (size_t l = 0; l < L; ++l) {
+      std::memcpy(&s->kq[l * used * kvd], &kq_[l * cap * kvd], used * kvd);
+      std::memcpy(&s->vq[l * used * kvd], &vq_[l * cap * kvd], used * kvd);
+      std::memcpy(&s->k_scale[l * used * kvb], &k_scale_[l * cap * kvb], used * kvb * 4);
+      std::memcpy(&s->v_scale[l * used * kvb], &v_scale_[l * cap * kvb], used * kvb * 4);
+    }
+  }
+
+  bool RestoreKv(size_t used, const KvState& s) override {
+    const size_t kvd = ctx_.geometry->kv_dim(), L = ctx_.geometry->num_layers;
+    const size_t kvb = kvd / kKvBlock, cap = ctx_.capacity;
+    if (used > cap || s.kq.size() != L * used * kvd || s.vq.size() != s.kq.size() ||
+        s.k_scale.size() != L * used * kvb || s.v_scale.size() != s.k_scale.size())
+      return false;
+    for (size_t l = 0; l < L; ++l) {
+      std::memcpy(&kq_[l * cap * kvd], &s.kq[l * used * kvd], used * kvd);
+      std::memcpy(&vq_[l * cap * kvd], &s.vq[l * used * kvd], used * kvd);
+      std::memcpy(&k_scale_[l * cap * kvb], &s.k_scale[l * used * kvb], used * kvb * 4);
+      std::memcpy(&v_scale_[l * cap * kvb], &s.v_scale[l * used * kvb], used * kvb * 4);
+    }
+    return true;
+  }
+
+  size_t KvBytesPerSlot() const override {
+    const size_t kvd = ctx_.geometry->kv_dim();
+    return 2 * (kvd + 4 * (kvd / kKvBlock));
+  }
+
+ private:
+  NumericsContext ctx_;
+  I8Rows phi_pre_, phi_post_, phi_res_;
+  // Scratch for max_batch tokens (B).
+  std::vector<int8_t> act_q_;      // [B, max in_pad] quantized activations (kernel layout)
+  std::vector<float> act_scale_;   // [B, max in_pad / 128]
+  std::vector<int8_t> mhc_q_;      // [B, lanes * d]
+  std::vector<float> mhc_scale_;   // [B]
+  std::vector<int8_t> qq_;         // [B, attn_dim] queries int8 per head
+  std::vector<float> q_scale_;     // [B, num_heads]
+  std::vector<float> scores_;      // [num_heads, capacity]
+  std::vector<uint32_t> visible_;  // [B, capacity] slots each token attends to, in order
+  // The KV ring: [layers, capacity, kv_dim] int8 and [layers, capacity, kv_dim / 64] scales.
+  std::vector<int8_t> kq_, vq_;
+  std::vector<float> k_scale_, v_scale_;
+};
+
+}  // namespace
+
+std::unique_ptr<ForwardNumerics> MakeOfficialNumerics(const NumericsContext& ctx) {
+  if (ctx.max_batch > 64)
+    Fail<InvalidInput>("official numerics: at most 64 tokens per forward call ({} asked)",
+                       ctx.max_batch);
+  return std::make_unique<OfficialNumerics>(ctx);
+}
+
+const char* NumericPathName(NumericPath path) {
+  return path == NumericPath::kOfficial ? "official" : "f32";
+}
+
+NumericPath ParseNumericPath(const std::string& name) {
+  if (name == "official") return NumericPath::kOfficial;
+  if (name == "f32") return NumericPath::kF32;
+  Fail<UsageError>("--numerics {}: unknown numeric path (official, f32)", name);
+}
+
+}  // namespace needle::model

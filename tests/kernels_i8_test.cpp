@@ -1,0 +1,452 @@
+// Integer CQ kernels (cq_int8.h): every compiled table (and both AVX-512 gemms, with and without
+// VNNI, where the CPU has them) against the scalar reference, bit for bit (memcmp), on awkward
+// sizes, adversarial activations and the official-geometry fixture's tensors.
+#include <algorithm>
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "base/fp16.h"
+#include "format/cact.h"
+#include "kernels/cpu_features.h"
+#include "kernels/cq_int8.h"
+#include "kernels/cq_int8_x86.h"
+#include "kernels/dispatch.h"
+#include "model/weights.h"
+#include "test_util.h"
+
+namespace {
+
+namespace k = needle::kernels;
+using k::kI8Group;
+
+// One implementation under test: a table's functions, or an AVX-512 gemm variant by name.
+struct Variant {
+  std::string name;
+  k::CqQuantizeI8Fn quantize;
+  k::CqGemmI8Fn gemm;
+  k::DotI8Fn dot;
+  bool x86_layout;  // q layout of cq_int8_x86.h (else column order)
+};
+
+std::vector<Variant> Variants() {
+  std::vector<Variant> out;
+  for (const std::string& isa : k::AvailableIsas()) {
+    const k::KernelTable& t = k::KernelsFor(isa);
+    out.push_back({isa, t.cq_quantize_i8, t.cq_gemm_i8, t.dot_i8, isa != "scalar"});
+  }
+#if defined(NEEDLE_X86)
+  if (k::BestIsa() >= k::Isa::kAvx512) {
+    out.push_back({"avx512-bw", &k::CqQuantizeI8Avx512, &k::CqGemmI8Avx512, &k::DotI8Avx512, true});
+    if (k::GetCpuFeatures().avx512vnni)
+      out.push_back({"avx512-vnni", &k::CqQuantizeI8Avx512, &k::CqGemmI8Avx512Vnni,
+                     &k::DotI8Avx512Vnni, true});
+  }
+#endif
+  return out;
+}
+
+// On an x86 CPU with AVX2 the fast tables must be there: a test that only compares the reference
+// with itself would pass vacuously.
+void RequireFastVariants(const std::vector<Variant>& variants) {
+#if defined(NEEDLE_X86)
+  if (k::GetCpuFeatures().avx2 && k::GetCpuFeatures().fma && k::GetCpuFeatures().f16c)
+    REQUIRE(variants.size() >= 2);
+#endif
+  REQUIRE(variants.front().name == "scalar");
+}
+
+size_t Position(const Variant& v, uint32_t bits, size_t k) {
+  return v.x86_layout ? k::I8LayoutPositionX86(bits, k) : k;
+}
+
+// A random CQ matrix (group 128) with its storage and int8 codebook.
+struct TestMatrix {
+  k::CqMatrix m;
+  k::I8Codebook cb;
+  std::vector<uint8_t> codes, norms;
+};
+
+TestMatrix MakeMatrix(size_t rows, size_t cols, uint32_t bits, bool ternary, std::mt19937* rng) {
+  TestMatrix t;
+  k::CqMatrix& m = t.m;
+  m.rows = rows;
+  m.cols = cols;
+  m.group = kI8Group;
+  m.in_pad = (cols + kI8Group - 1) / kI8Group * kI8Group;
+  m.groups_per_row = m.in_pad / kI8Group;
+  m.code_bits = bits;
+  m.row_bytes = m.in_pad * bits / 8;
+  std::uniform_real_distribution<float> level(-0.3f, 0.3f), norm(0.05f, 4.f);
+  if (ternary) {
+    m.ternary = true;
+    m.levels[0] = 0.f;
+    m.levels[1] = 0.2f;
+    m.levels[2] = 0.f;
+    m.levels[3] = -0.2f;
+  } else {
+    for (uint32_t i = 0; i < (1u << bits); ++i) m.levels[i] = level(*rng);
+  }
+  t.cb = k::MakeI8Codebook(m.levels, size_t{1} << bits);
+  t.codes.assign(rows * m.row_bytes, 0);
+  for (size_t r = 0; r < rows; ++r)
+    for (size_t i = 0; i < m.in_pad; ++i) {
+      const uint32_t c = (*rng)() & ((1u << bits) - 1);
+      const size_t bit = i * bits;
+      uint8_t* row = t.codes.data() + r * m.row_bytes;
+      row[bit / 8] |= static_cast<uint8_t>(c << (bit % 8));
+      if (bit % 8 + bits > 8) row[bit / 8 + 1] |= static_cast<uint8_t>(c >> (8 - bit % 8));
+    }
+  t.norms.resize(rows * m.groups_per_row * 2);
+  for (size_t i = 0; i < rows * m.groups_per_row; ++i) {
+    float v = norm(*rng);
+    if ((*rng)() % 7 == 0) v = -v;
+    const uint16_t h = needle::F32ToF16(v);
+    t.norms[2 * i] = static_cast<uint8_t>(h & 0xff);
+    t.norms[2 * i + 1] = static_cast<uint8_t>(h >> 8);
+  }
+  m.codes = t.codes.data();
+  m.norms = t.norms.data();
+  return t;
+}
+
+// Unnormalized WHT of 128 values in the reference's order (double: exact for the small integers
+// it is used on here).
+void Wht128(double* v) {
+  for (size_t h = 1; h < kI8Group; h *= 2)
+    for (size_t b = 0; b < kI8Group; b += 2 * h)
+      for (size_t i = b; i < b + h; ++i) {
+        const double a = v[i], c = v[i + h];
+        v[i] = a + c;
+        v[i + h] = a - c;
+      }
+}
+
+// Activations [n, ldx] with groups of every kind: gaussian, all zero, huge (1e30), tiny (1e-30),
+// one spike, constant, and "halves": x = WHT(u) / 128 for integers u with max |u| = 254, so the
+// quantizer sees z ~ c * u and z / s ~ u / 2 -- many values at or next to k + 0.5.
+std::vector<float> MakeActivations(size_t n, size_t cols, size_t ldx, std::mt19937* rng) {
+  std::vector<float> x(n * ldx, std::numeric_limits<float>::quiet_NaN());  // NaN: outside cols
+  std::normal_distribution<float> gauss(0.f, 1.f);
+  for (size_t t = 0; t < n; ++t)
+    for (size_t base = 0; base < cols; base += kI8Group) {
+      const size_t len = std::min(kI8Group, cols - base);
+      float* g = x.data() + t * ldx + base;
+      const uint32_t kind = (*rng)() % 8;
+      double u[kI8Group] = {};
+      switch (kind) {
+        case 0:
+          std::fill(g, g + len, 0.f);
+          break;
+        case 1:
+        case 2:
+          for (size_t i = 0; i < len; ++i) g[i] = gauss(*rng) * (kind == 1 ? 1e30f : 1e-30f);
+          break;
+        case 3:
+          std::fill(g, g + len, 0.f);
+          g[(*rng)() % len] = gauss(*rng);
+          break;
+        case 4:
+          std::fill(g, g + len, 0.37f);
+          break;
+        case 5:
+          for (double& v : u) v = static_cast<double>(static_cast<int>((*rng)() % 509) - 254);
+          u[(*rng)() % kI8Group] = ((*rng)() & 1) ? 254 : -254;
+          Wht128(u);
+          for (size_t i = 0; i < len; ++i) g[i] = static_cast<float>(u[i] / 128.0);
+          break;
+        default:
+          for (size_t i = 0; i < len; ++i) g[i] = gauss(*rng) * 3.f;
+          break;
+      }
+    }
+  return x;
+}
+
+// Quantizes with `v` and with the reference; checks scales bitwise and codes element by element
+// (undoing v's layout). Returns the quantized activations of `v`.
+struct Quantized {
+  std::vector<int8_t> q;
+  std::vector<float> scales;
+};
+
+Quantized Quantize(k::CqQuantizeI8Fn fn, const std::vector<float>& x, size_t n, size_t cols,
+                   size_t ldx, size_t in_pad, uint32_t bits) {
+  Quantized out{std::vector<int8_t>(n * in_pad, 99), std::vector<float>(n * in_pad / kI8Group, -1)};
+  fn(x.data(), n, cols, ldx, in_pad, bits, out.q.data(), out.scales.data());
+  return out;
+}
+
+void CheckQuantizer(const Variant& v, const std::vector<float>& x, size_t n, size_t cols,
+                    size_t ldx, size_t in_pad, uint32_t bits) {
+  const Quantized ref = Quantize(&k::CqQuantizeI8Reference, x, n, cols, ldx, in_pad, bits);
+  const Quantized got = Quantize(v.quantize, x, n, cols, ldx, in_pad, bits);
+  INFO(v.name << " bits " << bits << " cols " << cols << " tokens " << n);
+  CHECK(std::memcmp(ref.scales.data(), got.scales.data(), ref.scales.size() * sizeof(float)) == 0);
+  size_t mismatches = 0;
+  for (size_t t = 0; t < n; ++t)
+    for (size_t base = 0; base < in_pad; base += kI8Group)
+      for (size_t i = 0; i < kI8Group; ++i)
+        mismatches +=
+            ref.q[t * in_pad + base + i] != got.q[t * in_pad + base + Position(v, bits, i)];
+  CHECK(mismatches == 0);
+}
+
+// y of rows [b, e) for n tokens, written with row stride (e - b) + 3 into a buffer whose other
+// entries hold a sentinel (so stray writes show up in the comparison too).
+std::vector<float> RunGemm(const Variant& v, const TestMatrix& t, const std::vector<float>& x,
+                           size_t n, size_t ldx, size_t b, size_t e) {
+  const k::CqMatrix& m = t.m;
+  const Quantized a = Quantize(v.quantize, x, n, m.cols, ldx, m.in_pad, m.code_bits);
+  const k::I8Acts acts{a.q.data(), a.scales.data(), n, m.in_pad};
+  const size_t ldy = (e - b) + 3;
+  std::vector<float> y(n * ldy, -7.25f);
+  v.gemm(m, t.cb, acts, b, e, y.data(), ldy);
+  return y;
+}
+
+bool SameBits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+constexpr size_t kTokenCounts[] = {1, 2, 3, 7, 8, 13, 16, 25, 32, 33};
+
+}  // namespace
+
+TEST_CASE("int8 quantizer: every table gives the reference's scales and codes bit for bit",
+          "[kernels][i8]") {
+  const auto variants = Variants();
+  RequireFastVariants(variants);
+  std::mt19937 rng(5);
+  size_t cases = 0;
+  for (const Variant& v : variants)
+    for (uint32_t bits : {2u, 3u, 4u})
+      for (size_t cols : {size_t{1}, size_t{5}, size_t{100}, size_t{127}, size_t{128}, size_t{129},
+                          size_t{300}, size_t{513}, size_t{1000}}) {
+        const size_t n = 1 + rng() % 9, ldx = cols + rng() % 3;
+        const size_t in_pad = (cols + kI8Group - 1) / kI8Group * kI8Group + (cols == 300 ? 128 : 0);
+        const auto x = MakeActivations(n, cols, ldx, &rng);
+        CheckQuantizer(v, x, n, cols, ldx, in_pad, bits);
+        ++cases;
+      }
+  CHECK(cases == variants.size() * 27);
+}
+
+TEST_CASE("int8 quantizer rounds exact halves away from zero, as roundf", "[kernels][i8]") {
+  // Groups x = WHT(u) / 128 with integer u, max |u| = 254: the reference's z / s lands on k + 0.5
+  // exactly for some elements; count them so the test is known to exercise the tie case.
+  std::mt19937 rng(17);
+  const float c128 = 1.0f / std::sqrt(128.0f);
+  const size_t groups = 64;
+  std::vector<float> x(groups * kI8Group);
+  size_t ties = 0;
+  for (size_t g = 0; g < groups; ++g) {
+    double u[kI8Group];
+    for (double& v : u) v = static_cast<double>(static_cast<int>(rng() % 509) - 254);
+    u[rng() % kI8Group] = (g & 1) ? 254 : -254;
+    Wht128(u);
+    for (size_t i = 0; i < kI8Group; ++i) x[g * kI8Group + i] = static_cast<float>(u[i] / 128.0);
+    double z[kI8Group];
+    for (size_t i = 0; i < kI8Group; ++i) z[i] = x[g * kI8Group + i];
+    Wht128(z);  // exact: integers
+    float amax = 0.f;
+    for (double v : z) amax = std::max(amax, std::fabs(c128 * static_cast<float>(v)));
+    const float inv = 1.0f / (amax / 127.0f);
+    for (double v : z) {
+      const float s = c128 * static_cast<float>(v) * inv;
+      ties += std::fabs(s - std::trunc(s)) == 0.5f;
+    }
+  }
+  INFO("elements exactly at k + 0.5: " << ties);
+  REQUIRE(ties > 0);
+  for (const Variant& v : Variants())
+    for (uint32_t bits : {2u, 3u, 4u}) CheckQuantizer(v, x, 1, x.size(), x.size(), x.size(), bits);
+}
+
+TEST_CASE("integer CQ gemm: every table matches the reference bit for bit on awkward sizes",
+          "[kernels][i8]") {
+  const auto variants = Variants();
+  RequireFastVariants(variants);
+  std::mt19937 rng(23);
+  const size_t rows_list[] = {1, 2, 3, 5, 7, 8, 15, 16, 17, 31, 33, 63, 65};
+  const size_t cols_list[] = {1, 77, 130, 300, 555, 1000};
+  size_t cases = 0, nonzero = 0, outputs = 0;
+  struct Code {
+    uint32_t bits;
+    bool ternary;
+  };
+  for (const Code code : {Code{2, false}, Code{2, true}, Code{3, false}, Code{4, false}})
+    for (size_t ri = 0; ri < std::size(rows_list); ++ri) {
+      const size_t rows = rows_list[ri], cols = cols_list[(ri + code.bits) % std::size(cols_list)];
+      const TestMatrix t = MakeMatrix(rows, cols, code.bits, code.ternary, &rng);
+      for (size_t ni = 0; ni < std::size(kTokenCounts); ++ni) {
+        if ((ri + ni) % 3 != 0 && rows > 8) continue;  // every n still meets several row counts
+        const size_t n = kTokenCounts[ni], ldx = cols + (ni & 1);
+        const auto x = MakeActivations(n, cols, ldx, &rng);
+        // Full range, then a sub-range (row offsets), then a single row.
+        const size_t b = rows > 2 ? 1 : 0, e = rows > 3 ? rows - 1 : rows;
+        for (const auto& [rb, re] :
+             {std::pair{size_t{0}, rows}, std::pair{b, e}, std::pair{rows / 2, rows / 2 + 1}}) {
+          const auto ref = RunGemm(variants.front(), t, x, n, ldx, rb, re);
+          for (float f : ref) nonzero += f != 0.f && f != -7.25f;
+          outputs += ref.size();
+          for (size_t vi = 1; vi < variants.size(); ++vi) {
+            INFO(variants[vi].name << " bits " << code.bits << (code.ternary ? " ternary" : "")
+                                   << " rows " << rows << " [" << rb << ", " << re << ") cols "
+                                   << cols << " tokens " << n);
+            CHECK(SameBits(ref, RunGemm(variants[vi], t, x, n, ldx, rb, re)));
+            ++cases;
+          }
+        }
+      }
+    }
+  CHECK(cases > 0);
+  CHECK(nonzero > outputs / 2);  // the outputs compared are not trivially zero
+}
+
+TEST_CASE("integer CQ gemm: rows of more than 64 groups and one-ulp sensitivity", "[kernels][i8]") {
+  const auto variants = Variants();
+  RequireFastVariants(variants);
+  std::mt19937 rng(29);
+  for (uint32_t bits : {2u, 3u, 4u}) {
+    const size_t cols = 70 * kI8Group + 45;  // 71 groups: two staging blocks
+    TestMatrix t = MakeMatrix(19, cols, bits, false, &rng);
+    for (size_t n : {size_t{1}, size_t{9}, size_t{18}}) {
+      const auto x = MakeActivations(n, cols, cols, &rng);
+      const auto ref = RunGemm(variants.front(), t, x, n, cols, 2, 19);
+      for (size_t vi = 1; vi < variants.size(); ++vi) {
+        INFO(variants[vi].name << " bits " << bits << " tokens " << n);
+        CHECK(SameBits(ref, RunGemm(variants[vi], t, x, n, cols, 2, 19)));
+      }
+    }
+    // The comparison sees one-ulp changes of row 3's f16 norms (the tests above can fail).
+    const auto x = MakeActivations(1, cols, cols, &rng);
+    const auto before = RunGemm(variants.back(), t, x, 1, cols, 0, 19);
+    for (size_t g = 0; g < t.m.groups_per_row; ++g) t.norms[2 * (3 * t.m.groups_per_row + g)] ^= 1;
+    const auto after = RunGemm(variants.back(), t, x, 1, cols, 0, 19);
+    CHECK_FALSE(SameBits(before, after));
+    CHECK(SameBits(std::vector<float>(before.begin(), before.begin() + 3),
+                   std::vector<float>(after.begin(), after.begin() + 3)));  // rows 0..2 kept
+  }
+}
+
+TEST_CASE("int8 dot: exact on every value including -128", "[kernels][i8]") {
+  const auto variants = Variants();
+  RequireFastVariants(variants);
+  std::mt19937 rng(31);
+  for (size_t n : {size_t{0}, size_t{1}, size_t{15}, size_t{16}, size_t{17}, size_t{31}, size_t{32},
+                   size_t{33}, size_t{64}, size_t{127}, size_t{128}, size_t{129}, size_t{1000},
+                   size_t{4099}}) {
+    std::vector<int8_t> a(n), b(n);
+    for (size_t i = 0; i < n; ++i) {
+      a[i] = static_cast<int8_t>(rng());
+      b[i] = static_cast<int8_t>(rng());
+    }
+    if (n > 2) a[1] = b[1] = a[2] = b[2] = -128;  // -128 * -128 pairs: 32768 per pair
+    int64_t exact = 0;
+    for (size_t i = 0; i < n; ++i) exact += int64_t{a[i]} * int64_t{b[i]};
+    REQUIRE(k::DotI8Reference(a.data(), b.data(), n) == exact);
+    for (const Variant& v : variants) {
+      INFO(v.name << " n " << n);
+      CHECK(v.dot(a.data(), b.data(), n) == exact);
+    }
+  }
+  // Every int8 value squared, twice: 2 * (2 * (1^2 + ... + 127^2) + 128^2) = 2796288.
+  std::vector<int8_t> all(256 * 2);
+  for (size_t i = 0; i < all.size(); ++i) all[i] = static_cast<int8_t>(i);
+  for (const Variant& v : variants) CHECK(v.dot(all.data(), all.data(), all.size()) == 2796288);
+}
+
+TEST_CASE("integer CQ gemm on the official-geometry fixture's tensors, bit for bit",
+          "[kernels][i8]") {
+  const auto variants = Variants();
+  RequireFastVariants(variants);
+  const auto file =
+      needle::format::CactFile::Open(needle::testing::ModelPath("official-geometry.cact"));
+  std::mt19937 rng(37);
+  size_t tensors = 0;
+  for (const auto& info : file.tensors()) {
+    if (info.dtype != needle::format::DType::kCQ) continue;
+    TestMatrix t;
+    t.m = needle::model::CqMatrixOf(file, info);
+    if (t.m.group != kI8Group) continue;
+    t.cb = k::MakeI8Codebook(t.m.levels, size_t{1} << t.m.code_bits);
+    ++tensors;
+    const size_t rows = t.m.rows;
+    // Start, end and a middle window of the rows (the last row is where over-reads would fault).
+    const size_t w = std::min<size_t>(rows, 40);
+    for (size_t n : {size_t{1}, size_t{5}, size_t{32}}) {
+      const auto x = MakeActivations(n, t.m.cols, t.m.cols, &rng);
+      for (const auto& [b, e] : {std::pair{size_t{0}, w}, std::pair{rows - w, rows},
+                                 std::pair{rows / 3, rows / 3 + w / 2 + 1}}) {
+        const auto ref = RunGemm(variants.front(), t, x, n, t.m.cols, b, std::min(e, rows));
+        for (size_t vi = 1; vi < variants.size(); ++vi) {
+          INFO(variants[vi].name << " tensor " << info.name << " [" << b << ", " << e << ") tokens "
+                                 << n);
+          CHECK(SameBits(ref, RunGemm(variants[vi], t, x, n, t.m.cols, b, std::min(e, rows))));
+        }
+      }
+    }
+  }
+  CHECK(tensors > 0);
+}
+
+// Hidden benchmark (run with: needle_tests "[.i8bench]"): median ns per gemm call for the decode
+// (n = 1) and prefill (n = 32) shapes of the official geometry, per variant. NEEDLE_BENCH_REPS=1
+// makes one call per shape; NEEDLE_BENCH_ISA=<variant>, NEEDLE_BENCH_SHAPE=<name part> and
+// NEEDLE_BENCH_TOKENS=<n> keep one case (for callgrind with --toggle-collect on the gemm symbol;
+// valgrind 3.19 cannot run AVX-512).
+TEST_CASE("integer CQ gemm speed (hidden)", "[.i8bench]") {
+  const char* reps_env = std::getenv("NEEDLE_BENCH_REPS");
+  const size_t reps = reps_env ? std::strtoul(reps_env, nullptr, 10) : 201;
+  const char* only = std::getenv("NEEDLE_BENCH_ISA");
+  const char* shape_only = std::getenv("NEEDLE_BENCH_SHAPE");  // substring of a shape name
+  const char* tokens_only = std::getenv("NEEDLE_BENCH_TOKENS");
+  std::mt19937 rng(41);
+  struct Shape {
+    const char* name;
+    size_t rows, cols;
+    uint32_t bits;
+  };
+  for (const Shape& s :
+       {Shape{"2-bit 2048x512", 2048, 512, 2}, Shape{"2-bit 512x2048", 512, 2048, 2},
+        Shape{"4-bit 8192x512 (LM head)", 8192, 512, 4}}) {
+    const TestMatrix t = MakeMatrix(s.rows, s.cols, s.bits, false, &rng);
+    for (size_t n : {size_t{1}, size_t{32}}) {
+      std::vector<float> x(n * s.cols);
+      std::normal_distribution<float> gauss(0.f, 1.f);
+      for (float& v : x) v = gauss(rng);
+      for (const Variant& v : Variants()) {
+        if (only && v.name != only) continue;
+        if (shape_only && std::strstr(s.name, shape_only) == nullptr) continue;
+        if (tokens_only && std::strtoul(tokens_only, nullptr, 10) != n) continue;
+        if (v.name == "scalar" && n == 32 && reps > 1) continue;  // minutes; n = 1 suffices
+        const Quantized a = Quantize(v.quantize, x, n, s.cols, s.cols, t.m.in_pad, s.bits);
+        const k::I8Acts acts{a.q.data(), a.scales.data(), n, t.m.in_pad};
+        std::vector<float> y(n * s.rows);
+        std::vector<double> ns;
+        const size_t runs = v.name == "scalar" ? std::min<size_t>(reps, 15) : reps;
+        for (size_t i = 0; i < runs; ++i) {
+          const auto t0 = std::chrono::steady_clock::now();
+          v.gemm(t.m, t.cb, acts, 0, s.rows, y.data(), s.rows);
+          ns.push_back(
+              std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0)
+                  .count());
+        }
+        std::nth_element(ns.begin(), ns.begin() + ns.size() / 2, ns.end());
+        std::printf("%-26s n=%-3zu %-12s %12.0f ns/call  %8.3f ns/(row*token)\n", s.name, n,
+                    v.name.c_str(), ns[ns.size() / 2],
+                    ns[ns.size() / 2] / static_cast<double>(n * s.rows));
+      }
+    }
+  }
+  SUCCEED();
+}
