@@ -2,8 +2,8 @@
 #include "model/golden.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
-#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -170,7 +170,9 @@ OfficialResult RunOfficial(const Model& model, const OfficialCase& c, const Tole
   r.path = path;
   r.max_abs_diff = MaxAbsDiff(logits.data(), c.first_step_logits.data(), V);
   for (uint32_t i = 0; i < V; ++i)
-    r.equal_logits += std::memcmp(&logits[i], &c.first_step_logits[i], 4) == 0 ? 1 : 0;
+    r.equal_logits +=
+        std::bit_cast<uint32_t>(logits[i]) == std::bit_cast<uint32_t>(c.first_step_logits[i]) ? 1
+                                                                                              : 0;
   r.cosine = Cosine(logits.data(), c.first_step_logits.data(), V);
   r.top1 = static_cast<int32_t>(TopK(logits.data(), V, 1)[0]);
   r.expected_top1 = static_cast<int32_t>(TopK(c.first_step_logits.data(), V, 1)[0]);
