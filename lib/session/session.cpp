@@ -175,6 +175,52 @@ void Session::TraceStep(const char* what, const std::vector<uint8_t>& allowed, i
   fmt::print(stderr, "{}\n", line);
 }
 
+double Session::CallTokenConfidence(const std::vector<uint8_t>& allowed) {
+  // The engine's walk (ENGINE-PROTOCOL.md section 2): softmax over the vocabulary without
+  // <|im_end|>, <think>, </think> and <tool_call>; tokens in descending logit order; valid ones
+  // add to V, every one to M; after the first valid token the walk stops once M >= 0.99 or
+  // `confidence_walk` further tokens were examined. The chosen (first valid) token's confidence
+  // is p / V.
+  const auto& chat = renderer_.tokens();
+  const ProtocolConfig& pc = config_.protocol;
+  auto masked = [&](int32_t id) {
+    return id == chat.im_end || id == chat.think || id == chat.think_end || id == chat.tool_call;
+  };
+  float m = -INFINITY;
+  for (int32_t id = 0; id < static_cast<int32_t>(logits_.size()); ++id)
+    if (!masked(id)) m = std::max(m, logits_[id]);
+  double sum = 0;
+  for (int32_t id = 0; id < static_cast<int32_t>(logits_.size()); ++id)
+    if (!masked(id)) sum += std::exp(double(logits_[id]) - m);
+  order_.resize(logits_.size());
+  for (int32_t id = 0; id < static_cast<int32_t>(order_.size()); ++id) order_[id] = id;
+  auto by_logit = [&](int32_t a, int32_t b) {
+    return logits_[a] > logits_[b] || (logits_[a] == logits_[b] && a < b);
+  };
+  size_t sorted = std::min<size_t>(order_.size(), 256);
+  std::partial_sort(order_.begin(), order_.begin() + sorted, order_.end(), by_logit);
+  double mass = 0, valid = 0, chosen = -1;
+  int after = 0;
+  for (size_t i = 0; i < order_.size(); ++i) {
+    if (i == sorted) {  // rare: the walk went past the sorted head
+      std::sort(order_.begin() + sorted, order_.end(), by_logit);
+      sorted = order_.size();
+    }
+    const int32_t id = order_[i];
+    if (masked(id)) continue;
+    if (chosen >= 0 && (mass >= pc.confidence_mass || after >= pc.confidence_walk)) break;
+    if (chosen >= 0) ++after;
+    const double p = std::exp(double(logits_[id]) - m) / sum;
+    mass += p;
+    if (allowed[id]) {
+      valid += p;
+      if (chosen < 0) chosen = p;
+    }
+  }
+  if (chosen < 0) return 0;
+  return valid > 0 ? chosen / valid : chosen;
+}
+
 double Session::HeadConfidence() const {
   if (confidence_head_ < 0) return -1;
   float logit = 0;
@@ -267,6 +313,18 @@ void Session::DecodeCall(TurnState& t, bool require_call) {
     if (s.depth > 3) return false;
     return !(s.depth == 3 && s.frames[2].phase == 2);
   };
+  // Feeds one branch token byte by byte; true if the value closed at any byte of it. The engine
+  // tests the state after the whole token, and a token that closes the value and opens the next
+  // key (`","`, `,"` after a number) counts as closing it: the branch ends there, so the next
+  // key's value gets its own value-start handling (enum grounding, branching).
+  auto advance_closes = [&](grammar::GrammarState& s, int32_t id) {
+    bool closed = false;
+    for (char c : tc.bytes(id)) {
+      if (!g.Feed(s, static_cast<uint8_t>(c))) return true;
+      closed = closed || value_done(s);
+    }
+    return closed;
+  };
   int32_t handled_value_at = -1;  // counted-token index of the last value start handled
 
   for (;;) {
@@ -356,7 +414,10 @@ void Session::DecodeCall(TurnState& t, bool require_call) {
       if (pc.trace)
         fmt::print(stderr, "value start node {} after_quote {} grounded {} p_top {:.4f} left {}\n",
                    node, after_quote, grounded.size(), stats.Prob(logits_[top]), t.remaining());
-      if (branch_type && stats.Prob(logits_[top]) < pc.branch_threshold &&
+      // No branching at a plain string whose opening quote came with the key token (`":"`): the
+      // value has already left the value-start state. An ungrounded enum still branches there.
+      const bool quote_taken = after_quote && !sn.has_enum;
+      if (branch_type && !quote_taken && stats.Prob(logits_[top]) < pc.branch_threshold &&
           t.remaining() >= pc.branch_min_budget) {
         // Value-start branching: explore the best few first tokens, keep the best mean log-prob.
         std::vector<int32_t> cands;
@@ -381,20 +442,27 @@ void Session::DecodeCall(TurnState& t, bool require_call) {
           grammar::GrammarState bs;
           grammar::CallGrammar::CopyState(gs, &bs);
           std::vector<int32_t> ids{c};
+          // First token: log-prob over the valid tokens for the score, probability over the
+          // explored candidates for the confidence (closest fit, see doc/PROTOCOL-NOTES.md).
           std::vector<double> probs{std::exp(double(logits_[c]) - stats.max) / cand_sum};
           double sum_lp = stats.LogProb(logits_[c]);
-          tc.Advance(g, bs, c);
-          while (!value_done(bs) && static_cast<int>(ids.size()) < pc.branch_max_tokens) {
+          bool closed = advance_closes(bs, c);
+          while (!closed && static_cast<int>(ids.size()) < pc.branch_max_tokens) {
             Feed(ids.back());
             if (tc.Mask(g, bs, allowed_) == 0) break;
+            // Extension tokens: greedy over the valid ones; the score uses the log-prob over the
+            // valid tokens, the confidence list the full-vocabulary probability.
             const AllowedStats st = StatsOf(logits_, allowed_);
             const int32_t b = BestAllowed(allowed_);
             sum_lp += st.LogProb(logits_[b]);
-            probs.push_back(st.Prob(logits_[b]));
+            probs.push_back(std::exp(LogSoftmaxAt(logits_, b)));
             ids.push_back(b);
-            tc.Advance(g, bs, b);
+            closed = advance_closes(bs, b);
           }
-          const double score = sum_lp / ids.size();
+          // Mean log-prob; a branch that did not close its value (token cap, dead end) pays a
+          // fixed penalty.
+          const double score =
+              sum_lp / static_cast<double>(ids.size()) - (closed ? 0.0 : pc.branch_open_penalty);
           if (pc.trace)
             fmt::print(stderr, "  branch {:?} score {:.4f} tokens {}\n", tokenizer_.Decode(ids),
                        score, ids.size());
@@ -415,7 +483,7 @@ void Session::DecodeCall(TurnState& t, bool require_call) {
     }
     const int32_t best = BestAllowed(allowed_);
     if (pc.trace) TraceStep("call", allowed_, t.counted);
-    t.dc = std::min(t.dc, stats.Prob(logits_[best]));
+    t.dc = std::min(t.dc, CallTokenConfidence(allowed_));
     commit(best, true);
   }
 }
