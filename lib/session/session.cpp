@@ -11,6 +11,7 @@
 #include "base/error.h"
 #include "report/system.h"
 #include "report/timer.h"
+#include "session/validation.h"
 #include "text/json_text.h"
 #include "text/response.h"
 
@@ -48,12 +49,6 @@ std::string AlnumLower(std::string_view s) {
   for (char c : s)
     if (std::isalnum(static_cast<unsigned char>(c)))
       out += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return out;
-}
-
-std::string LowerAscii(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   return out;
 }
 
@@ -307,23 +302,10 @@ void Session::DecodeCall(TurnState& t, bool require_call) {
     *after_quote = true;
     return top.node;
   };
-  // Has the value started at stack depth 4 (under the arguments object) been completed?
-  auto value_done = [](const grammar::GrammarState& s) {
-    if (s.dead()) return true;
-    if (s.depth > 3) return false;
-    return !(s.depth == 3 && s.frames[2].phase == 2);
-  };
-  // Feeds one branch token byte by byte; true if the value closed at any byte of it. The engine
-  // tests the state after the whole token, and a token that closes the value and opens the next
-  // key (`","`, `,"` after a number) counts as closing it: the branch ends there, so the next
-  // key's value gets its own value-start handling (enum grounding, branching).
+  // A branch ends at the token that closes its value, even if that token also opens the next
+  // key: the next value then gets its own value-start handling (grounding, branching).
   auto advance_closes = [&](grammar::GrammarState& s, int32_t id) {
-    bool closed = false;
-    for (char c : tc.bytes(id)) {
-      if (!g.Feed(s, static_cast<uint8_t>(c))) return true;
-      closed = closed || value_done(s);
-    }
-    return closed;
+    return g.FeedClosesArgumentValue(s, tc.bytes(id));
   };
   int32_t handled_value_at = -1;  // counted-token index of the last value start handled
 
@@ -638,31 +620,10 @@ void Session::Finish(TurnState& t, Reply* reply) {
         reply->function_calls = t.calls;
         last_turn_had_calls_ = parsed.is_array() && !parsed.empty();
         if (last_turn_had_calls_) {
-          // validation: scalar string/number arguments that do not occur in the query.
+          Validation v = Validate(t.calls, t.query, grammar_->schema());
           reply->has_validation = true;
-          const std::string q = LowerAscii(t.query);
-          for (const auto& call : parsed) {
-            if (!call.is_object() || !call.contains("arguments")) continue;
-            const auto& args = call["arguments"];
-            if (!args.is_object()) continue;
-            for (auto it = args.begin(); it != args.end(); ++it) {
-              std::string v;
-              if (it->is_string())
-                v = it->get<std::string>();
-              else if (it->is_number())
-                v = it->dump();
-              else
-                continue;
-              if (q.find(LowerAscii(v)) == std::string::npos)
-                reply->ungrounded.push_back(call.value("name", "") + "." + it.key());
-            }
-          }
-          for (const char* w : {"don't", "dont", "never", "no longer", "do not"}) {
-            const size_t p = q.find(w);
-            if (p == std::string::npos) continue;
-            if (std::string_view(w) == "do not" && q.compare(p, 13, "do not forget") == 0) continue;
-            reply->negation = true;
-          }
+          reply->ungrounded = std::move(v.ungrounded);
+          reply->negation = v.negation;
         }
       }
     } else {
