@@ -81,8 +81,9 @@ struct Session::TurnState {
   std::string calls;  // call JSON bytes as generated
   bool call_started = false, call_complete = false, dead_end = false, budget_out = false;
   double dc = 1.0;           // min renormalized probability over the call tokens
-  double text_prob_sum = 0;  // free text: sum of per-token probabilities
-  int text_prob_count = 0;
+  double text_logp_sum = 0;  // think / free text: sum of full-softmax log-probs (unpenalized)
+  int text_logp_count = 0;
+  std::vector<uint8_t> seen;  // tokens committed this turn (repetition penalty)
   StopReason stop = StopReason::kBudget;
   int remaining() const { return max_new_tokens - counted; }
 };
@@ -168,6 +169,23 @@ void Session::TraceStep(const char* what, const std::vector<uint8_t>& allowed, i
   for (size_t i = 0; i < k; ++i)
     line += fmt::format(" {}:{:?}:{:.4f}", ids[i], tokenizer_.TokenBytes(ids[i]), logits_[ids[i]]);
   fmt::print(stderr, "{}\n", line);
+}
+
+int32_t Session::PenalizedBest(const std::vector<uint8_t>& allowed,
+                               const std::vector<uint8_t>& seen) const {
+  const float rp = config_.protocol.repetition_penalty;
+  int32_t best = -1;
+  float best_logit = 0;
+  for (int32_t id = 0; id < static_cast<int32_t>(logits_.size()); ++id) {
+    if (!allowed[id]) continue;
+    float l = logits_[id];
+    if (seen[id]) l = l > 0 ? l / rp : l * rp;
+    if (best < 0 || l > best_logit) {
+      best = id;
+      best_logit = l;
+    }
+  }
+  return best;
 }
 
 double Session::CallTokenConfidence(const std::vector<uint8_t>& allowed) {
@@ -278,6 +296,7 @@ void Session::DecodeCall(TurnState& t, bool require_call) {
   const ProtocolConfig& pc = config_.protocol;
   grammar::GrammarState gs = g.Start(require_call);
   auto commit = [&](int32_t id, bool counted) {
+    t.seen[id] = 1;
     t.ids.push_back(id);
     ++t.committed;
     if (counted) ++t.counted;
@@ -482,6 +501,13 @@ Reply Session::Respond(std::string_view input, int max_new_tokens) {
                : tool_result ? renderer_.ToolResultTurnIds(input, inventory_.size())
                              : renderer_.UserTurnIds(input);
   fresh_ = false;
+  // A turn longer than the room left keeps only its tail: prefix + turn + budget <= max_seq_len
+  // (a plain token cut, at least one token kept).
+  const int64_t room = int64_t(file_.geometry().max_seq_len) -
+                       (int64_t(decoder_->position()) + std::max(max_new_tokens, 0));
+  const size_t keep = static_cast<size_t>(std::max<int64_t>(1, room));
+  if (r.turn_ids.size() > keep)
+    r.turn_ids.erase(r.turn_ids.begin(), r.turn_ids.end() - static_cast<std::ptrdiff_t>(keep));
   report::Stopwatch pw;
   Prefill(r.turn_ids);
   r.prefill_seconds = pw.Seconds();
@@ -507,11 +533,23 @@ Reply Session::Respond(std::string_view input, int max_new_tokens) {
     return reply;
   }
 
+  t.seen.assign(logits_.size(), 0);
   auto commit = [&](int32_t id) {
+    t.seen[id] = 1;
     t.ids.push_back(id);
     ++t.counted;
     ++t.committed;
     Feed(id);
+  };
+  // Think and free text: the highest allowed logit after the repetition penalty on every token
+  // committed earlier in this turn; the confidence uses the unpenalized distribution.
+  auto text_step = [&](const std::vector<uint8_t>& allowed) {
+    const int32_t tok = PenalizedBest(allowed, t.seen);
+    if (tok != chat.eos && tok != chat.im_end && tok != chat.think_end) {
+      t.text_logp_sum += LogSoftmaxAt(logits_, tok);
+      ++t.text_logp_count;
+    }
+    return tok;
   };
   auto think_phase = [&]() -> bool {  // true: continue with the call
     while (t.counted < t.max_new_tokens) {
@@ -519,7 +557,7 @@ Reply Session::Respond(std::string_view input, int max_new_tokens) {
       if (t.counted >= t.max_new_tokens - config_.protocol.think_reserve) {
         tok = chat.think_end;
       } else {
-        tok = BestAllowed(text_allowed_);
+        tok = text_step(text_allowed_);
       }
       commit(tok);
       if (tok == chat.eos || tok == chat.im_end) {
@@ -545,6 +583,7 @@ Reply Session::Respond(std::string_view input, int max_new_tokens) {
       const int32_t first =
           logits_[chat.think] > logits_[chat.tool_call] ? chat.think : chat.tool_call;
       commit(first);
+      t.seen[first] = 0;  // the step-0 choice is not penalized later
       if (first == chat.tool_call || think_phase()) DecodeCall(t, false);
     } else {
       // Tool-result turn: <think>, <tool_call>, EOS, <|im_end|> or free text.
@@ -569,10 +608,7 @@ Reply Session::Respond(std::string_view input, int max_new_tokens) {
             t.stop = StopReason::kBudget;
             break;
           }
-          const AllowedStats st = StatsOf(logits_, text_only);
-          const int32_t tok = BestAllowed(text_only);
-          t.text_prob_sum += st.Prob(logits_[tok]);
-          ++t.text_prob_count;
+          const int32_t tok = text_step(text_only);
           commit(tok);
           if (tok == chat.eos || tok == chat.im_end) {
             t.stop = tok == chat.eos ? StopReason::kEos : StopReason::kImEnd;
@@ -637,8 +673,9 @@ void Session::Finish(TurnState& t, Reply* reply) {
     double c;
     if (reply->type == "call") {
       c = std::min(reply->head_confidence, t.dc);
-    } else if (t.text_prob_count > 0) {
-      c = std::min(reply->head_confidence, t.text_prob_sum / t.text_prob_count);
+    } else if (t.text_logp_count > 0) {
+      // Geometric mean of the think / free-text tokens' probabilities.
+      c = std::min(reply->head_confidence, std::exp(t.text_logp_sum / t.text_logp_count));
     } else {
       c = 0;
     }

@@ -43,6 +43,7 @@ struct ProtocolConfig {
   double branch_open_penalty = 2.0;  // subtracted from the score of a branch that did not close
   double confidence_mass = 0.99;     // confidence walk: stop once this much mass was examined
   int confidence_walk = 24;          // ... or this many tokens after the first valid one
+  float repetition_penalty = 1.3f;   // think / free text: logits of tokens already committed
   int enum_min_budget = 13;          // enum grounding needs this many tokens left
   grammar::CompatOptions compat;     // engine quirks reproduced by the grammar
   bool trace = false;                // print every decision to stderr (debugging)
@@ -125,6 +126,8 @@ class Session {
   int32_t BestAllowed(const std::vector<uint8_t>& allowed) const;
   double HeadConfidence() const;
   double CallTokenConfidence(const std::vector<uint8_t>& allowed);
+  int32_t PenalizedBest(const std::vector<uint8_t>& allowed,
+                        const std::vector<uint8_t>& seen) const;
   void TraceStep(const char* what, const std::vector<uint8_t>& allowed, int counted) const;
   void DecodeCall(TurnState& t, bool require_call);
   void Finish(TurnState& t, Reply* reply);
