@@ -79,3 +79,16 @@ TEST_CASE("run reports bad tools JSON and missing files clearly", "[cli][run]") 
   CHECK(r.exit_code != 0);
   CHECK(r.err.find("nope.json") != std::string::npos);
 }
+
+TEST_CASE("run --print-prompt --json names invalid UTF-8 in the query (no internal error)",
+          "[cli][run]") {
+  CliResult r =
+      RunCli({"run", ModelPath("tiny.cact"), "--print-prompt", "--json", "caf\xe9 au lait"});
+  CHECK(r.exit_code == 5);  // invalid input, not 70 (internal error)
+  CHECK(r.err.find("not valid UTF-8 (byte 3 = 0xE9)") != std::string::npos);
+  CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+  // Without --json the prompt is printed as it is.
+  r = RunCli({"run", ModelPath("tiny.cact"), "--print-prompt", "caf\xe9 au lait"});
+  CHECK(r.exit_code == 0);
+  CHECK(r.out.find("caf\xe9 au lait") != std::string::npos);
+}

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/error.h"
+#include "base/utf8.h"
 #include "commands.h"
 #include "format/cact.h"
 #include "format/mapped_file.h"
@@ -63,6 +64,18 @@ void PrintPrompt(const format::CactFile& file, const RunArgs& a, const std::stri
   const std::string prefix_text = text::PrefixText(a.system, tools_text);
   const std::string turn_text = text::FirstTurnText(a.queries.front());
   if (a.output.json) {
+    // JSON strings hold Unicode text only: name the first byte that is not UTF-8 instead of
+    // failing inside the serializer (the token ids would be well defined: U+FFFD per byte).
+    const std::pair<const char*, std::string_view> texts[] = {
+        {"query", a.queries.front()}, {"system text", a.system}, {"tools text", tools_text}};
+    for (const auto& [what, text] : texts) {
+      const size_t bad = FirstInvalidUtf8(text);
+      if (bad != std::string_view::npos)
+        Fail<InvalidInput>(
+            "the {} is not valid UTF-8 (byte {} = 0x{:02X}); --print-prompt --json needs UTF-8 "
+            "text (without --json the prompt is printed as it is)",
+            what, bad, static_cast<uint8_t>(text[bad]));
+    }
     nlohmann::ordered_json j;
     j["tools_text"] = tools_text;
     j["prefix_text"] = prefix_text;

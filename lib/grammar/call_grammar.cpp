@@ -139,6 +139,22 @@ int32_t CallGrammar::ArgumentValueStart(const GrammarState& s) const {
   return n.key_nodes[f.pending];
 }
 
+bool CallGrammar::FeedClosesArgumentValue(GrammarState& s, std::string_view bytes) const {
+  // Frames: top, call, arguments object, value. The value is closed once the stack is back at
+  // the arguments object and that object is no longer waiting for a value (phase 2).
+  auto closed = [](const GrammarState& st) {
+    if (st.dead()) return true;
+    if (st.depth > 3) return false;
+    return !(st.depth == 3 && st.frames[2].phase == 2);
+  };
+  bool result = false;
+  for (char c : bytes) {
+    if (!Feed(s, static_cast<uint8_t>(c))) return true;
+    result = result || closed(s);
+  }
+  return result;
+}
+
 std::string_view CallGrammar::KeyCandidate(const Frame& f, size_t i) const {
   if (f.node < 0) return schema_.tools[i].name;
   return schema_.nodes[f.node].keys[i];

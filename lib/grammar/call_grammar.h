@@ -87,6 +87,12 @@ class CallGrammar {
   // Returns the value's schema node, or -1 if not at such a point.
   int32_t ArgumentValueStart(const GrammarState& s) const;
 
+  // Feeds the bytes of one token to a state inside (or at the start of) a value of the top-level
+  // arguments object. True if the value closed at any byte of the token, even when a later byte
+  // already opens the next key (`","`, `,"` after a number), or if a byte was rejected. This is
+  // the engine's stop test for value-start branch extensions.
+  bool FeedClosesArgumentValue(GrammarState& s, std::string_view bytes) const;
+
  private:
   enum class Result { kAccept, kReject, kPopAndRefeed };
   Result Step(GrammarState& s, uint8_t c) const;

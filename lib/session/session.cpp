@@ -11,6 +11,7 @@
 #include "base/error.h"
 #include "report/system.h"
 #include "report/timer.h"
+#include "session/validation.h"
 #include "text/json_text.h"
 #include "text/response.h"
 
@@ -51,12 +52,6 @@ std::string AlnumLower(std::string_view s) {
   return out;
 }
 
-std::string LowerAscii(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return out;
-}
-
 }  // namespace
 
 const char* StopReasonName(StopReason r) {
@@ -86,8 +81,9 @@ struct Session::TurnState {
   std::string calls;  // call JSON bytes as generated
   bool call_started = false, call_complete = false, dead_end = false, budget_out = false;
   double dc = 1.0;           // min renormalized probability over the call tokens
-  double text_prob_sum = 0;  // free text: sum of per-token probabilities
-  int text_prob_count = 0;
+  double text_logp_sum = 0;  // think / free text: sum of full-softmax log-probs (unpenalized)
+  int text_logp_count = 0;
+  std::vector<uint8_t> seen;  // tokens committed this turn (repetition penalty)
   StopReason stop = StopReason::kBudget;
   int remaining() const { return max_new_tokens - counted; }
 };
@@ -176,6 +172,69 @@ void Session::TraceStep(const char* what, const std::vector<uint8_t>& allowed, i
   fmt::print(stderr, "{}\n", line);
 }
 
+int32_t Session::PenalizedBest(const std::vector<uint8_t>& allowed,
+                               const std::vector<uint8_t>& seen) const {
+  const float rp = config_.protocol.repetition_penalty;
+  int32_t best = -1;
+  float best_logit = 0;
+  for (int32_t id = 0; id < static_cast<int32_t>(logits_.size()); ++id) {
+    if (!allowed[id]) continue;
+    float l = logits_[id];
+    if (seen[id]) l = l > 0 ? l / rp : l * rp;
+    if (best < 0 || l > best_logit) {
+      best = id;
+      best_logit = l;
+    }
+  }
+  return best;
+}
+
+double Session::CallTokenConfidence(const std::vector<uint8_t>& allowed) {
+  // The engine's walk (ENGINE-PROTOCOL.md section 2): softmax over the vocabulary without
+  // <|im_end|>, <think>, </think> and <tool_call>; tokens in descending logit order; valid ones
+  // add to V, every one to M; after the first valid token the walk stops once M >= 0.99 or
+  // `confidence_walk` further tokens were examined. The chosen (first valid) token's confidence
+  // is p / V.
+  const auto& chat = renderer_.tokens();
+  const ProtocolConfig& pc = config_.protocol;
+  auto masked = [&](int32_t id) {
+    return id == chat.im_end || id == chat.think || id == chat.think_end || id == chat.tool_call;
+  };
+  float m = -INFINITY;
+  for (int32_t id = 0; id < static_cast<int32_t>(logits_.size()); ++id)
+    if (!masked(id)) m = std::max(m, logits_[id]);
+  double sum = 0;
+  for (int32_t id = 0; id < static_cast<int32_t>(logits_.size()); ++id)
+    if (!masked(id)) sum += std::exp(double(logits_[id]) - m);
+  order_.resize(logits_.size());
+  for (int32_t id = 0; id < static_cast<int32_t>(order_.size()); ++id) order_[id] = id;
+  auto by_logit = [&](int32_t a, int32_t b) {
+    return logits_[a] > logits_[b] || (logits_[a] == logits_[b] && a < b);
+  };
+  size_t sorted = std::min<size_t>(order_.size(), 256);
+  std::partial_sort(order_.begin(), order_.begin() + sorted, order_.end(), by_logit);
+  double mass = 0, valid = 0, chosen = -1;
+  int after = 0;
+  for (size_t i = 0; i < order_.size(); ++i) {
+    if (i == sorted) {  // rare: the walk went past the sorted head
+      std::sort(order_.begin() + sorted, order_.end(), by_logit);
+      sorted = order_.size();
+    }
+    const int32_t id = order_[i];
+    if (masked(id)) continue;
+    if (chosen >= 0 && (mass >= pc.confidence_mass || after >= pc.confidence_walk)) break;
+    if (chosen >= 0) ++after;
+    const double p = std::exp(double(logits_[id]) - m) / sum;
+    mass += p;
+    if (allowed[id]) {
+      valid += p;
+      if (chosen < 0) chosen = p;
+    }
+  }
+  if (chosen < 0) return 0;
+  return valid > 0 ? chosen / valid : chosen;
+}
+
 double Session::HeadConfidence() const {
   if (confidence_head_ < 0) return -1;
   float logit = 0;
@@ -238,6 +297,7 @@ void Session::DecodeCall(TurnState& t, bool require_call) {
   const ProtocolConfig& pc = config_.protocol;
   grammar::GrammarState gs = g.Start(require_call);
   auto commit = [&](int32_t id, bool counted) {
+    t.seen[id] = 1;
     t.ids.push_back(id);
     ++t.committed;
     if (counted) ++t.counted;
@@ -262,11 +322,10 @@ void Session::DecodeCall(TurnState& t, bool require_call) {
     *after_quote = true;
     return top.node;
   };
-  // Has the value started at stack depth 4 (under the arguments object) been completed?
-  auto value_done = [](const grammar::GrammarState& s) {
-    if (s.dead()) return true;
-    if (s.depth > 3) return false;
-    return !(s.depth == 3 && s.frames[2].phase == 2);
+  // A branch ends at the token that closes its value, even if that token also opens the next
+  // key: the next value then gets its own value-start handling (grounding, branching).
+  auto advance_closes = [&](grammar::GrammarState& s, int32_t id) {
+    return g.FeedClosesArgumentValue(s, tc.bytes(id));
   };
   int32_t handled_value_at = -1;  // counted-token index of the last value start handled
 
@@ -357,7 +416,10 @@ void Session::DecodeCall(TurnState& t, bool require_call) {
       if (pc.trace)
         fmt::print(stderr, "value start node {} after_quote {} grounded {} p_top {:.4f} left {}\n",
                    node, after_quote, grounded.size(), stats.Prob(logits_[top]), t.remaining());
-      if (branch_type && stats.Prob(logits_[top]) < pc.branch_threshold &&
+      // No branching at a plain string whose opening quote came with the key token (`":"`): the
+      // value has already left the value-start state. An ungrounded enum still branches there.
+      const bool quote_taken = after_quote && !sn.has_enum;
+      if (branch_type && !quote_taken && stats.Prob(logits_[top]) < pc.branch_threshold &&
           t.remaining() >= pc.branch_min_budget) {
         // Value-start branching: explore the best few first tokens, keep the best mean log-prob.
         std::vector<int32_t> cands;
@@ -382,20 +444,27 @@ void Session::DecodeCall(TurnState& t, bool require_call) {
           grammar::GrammarState bs;
           grammar::CallGrammar::CopyState(gs, &bs);
           std::vector<int32_t> ids{c};
+          // First token: log-prob over the valid tokens for the score, probability over the
+          // explored candidates for the confidence (closest fit, see doc/PROTOCOL-NOTES.md).
           std::vector<double> probs{std::exp(double(logits_[c]) - stats.max) / cand_sum};
           double sum_lp = stats.LogProb(logits_[c]);
-          tc.Advance(g, bs, c);
-          while (!value_done(bs) && static_cast<int>(ids.size()) < pc.branch_max_tokens) {
+          bool closed = advance_closes(bs, c);
+          while (!closed && static_cast<int>(ids.size()) < pc.branch_max_tokens) {
             Feed(ids.back());
             if (tc.Mask(g, bs, allowed_) == 0) break;
+            // Extension tokens: greedy over the valid ones; the score uses the log-prob over the
+            // valid tokens, the confidence list the full-vocabulary probability.
             const AllowedStats st = StatsOf(logits_, allowed_);
             const int32_t b = BestAllowed(allowed_);
             sum_lp += st.LogProb(logits_[b]);
-            probs.push_back(st.Prob(logits_[b]));
+            probs.push_back(std::exp(LogSoftmaxAt(logits_, b)));
             ids.push_back(b);
-            tc.Advance(g, bs, b);
+            closed = advance_closes(bs, b);
           }
-          const double score = sum_lp / ids.size();
+          // Mean log-prob; a branch that did not close its value (token cap, dead end) pays a
+          // fixed penalty.
+          const double score =
+              sum_lp / static_cast<double>(ids.size()) - (closed ? 0.0 : pc.branch_open_penalty);
           if (pc.trace)
             fmt::print(stderr, "  branch {:?} score {:.4f} tokens {}\n", tokenizer_.Decode(ids),
                        score, ids.size());
@@ -416,7 +485,7 @@ void Session::DecodeCall(TurnState& t, bool require_call) {
     }
     const int32_t best = BestAllowed(allowed_);
     if (pc.trace) TraceStep("call", allowed_, t.counted);
-    t.dc = std::min(t.dc, stats.Prob(logits_[best]));
+    t.dc = std::min(t.dc, CallTokenConfidence(allowed_));
     commit(best, true);
   }
 }
@@ -433,6 +502,13 @@ Reply Session::Respond(std::string_view input, int max_new_tokens) {
                : tool_result ? renderer_.ToolResultTurnIds(input, inventory_.size())
                              : renderer_.UserTurnIds(input);
   fresh_ = false;
+  // A turn longer than the room left keeps only its tail: prefix + turn + budget <= max_seq_len
+  // (a plain token cut, at least one token kept).
+  const int64_t room = int64_t(file_.geometry().max_seq_len) -
+                       (int64_t(decoder_->position()) + std::max(max_new_tokens, 0));
+  const size_t keep = static_cast<size_t>(std::max<int64_t>(1, room));
+  if (r.turn_ids.size() > keep)
+    r.turn_ids.erase(r.turn_ids.begin(), r.turn_ids.end() - static_cast<std::ptrdiff_t>(keep));
   report::Stopwatch pw;
   Prefill(r.turn_ids);
   r.prefill_seconds = pw.Seconds();
@@ -458,11 +534,23 @@ Reply Session::Respond(std::string_view input, int max_new_tokens) {
     return reply;
   }
 
+  t.seen.assign(logits_.size(), 0);
   auto commit = [&](int32_t id) {
+    t.seen[id] = 1;
     t.ids.push_back(id);
     ++t.counted;
     ++t.committed;
     Feed(id);
+  };
+  // Think and free text: the highest allowed logit after the repetition penalty on every token
+  // committed earlier in this turn; the confidence uses the unpenalized distribution.
+  auto text_step = [&](const std::vector<uint8_t>& allowed) {
+    const int32_t tok = PenalizedBest(allowed, t.seen);
+    if (tok != chat.eos && tok != chat.im_end && tok != chat.think_end) {
+      t.text_logp_sum += LogSoftmaxAt(logits_, tok);
+      ++t.text_logp_count;
+    }
+    return tok;
   };
   auto think_phase = [&]() -> bool {  // true: continue with the call
     while (t.counted < t.max_new_tokens) {
@@ -470,7 +558,7 @@ Reply Session::Respond(std::string_view input, int max_new_tokens) {
       if (t.counted >= t.max_new_tokens - config_.protocol.think_reserve) {
         tok = chat.think_end;
       } else {
-        tok = BestAllowed(text_allowed_);
+        tok = text_step(text_allowed_);
       }
       commit(tok);
       if (tok == chat.eos || tok == chat.im_end) {
@@ -496,6 +584,7 @@ Reply Session::Respond(std::string_view input, int max_new_tokens) {
       const int32_t first =
           logits_[chat.think] > logits_[chat.tool_call] ? chat.think : chat.tool_call;
       commit(first);
+      t.seen[first] = 0;  // the step-0 choice is not penalized later
       if (first == chat.tool_call || think_phase()) DecodeCall(t, false);
     } else {
       // Tool-result turn: <think>, <tool_call>, EOS, <|im_end|> or free text.
@@ -520,10 +609,7 @@ Reply Session::Respond(std::string_view input, int max_new_tokens) {
             t.stop = StopReason::kBudget;
             break;
           }
-          const AllowedStats st = StatsOf(logits_, text_only);
-          const int32_t tok = BestAllowed(text_only);
-          t.text_prob_sum += st.Prob(logits_[tok]);
-          ++t.text_prob_count;
+          const int32_t tok = text_step(text_only);
           commit(tok);
           if (tok == chat.eos || tok == chat.im_end) {
             t.stop = tok == chat.eos ? StopReason::kEos : StopReason::kImEnd;
@@ -571,31 +657,10 @@ void Session::Finish(TurnState& t, Reply* reply) {
         reply->function_calls = t.calls;
         last_turn_had_calls_ = parsed.is_array() && !parsed.empty();
         if (last_turn_had_calls_) {
-          // validation: scalar string/number arguments that do not occur in the query.
+          Validation v = Validate(t.calls, t.query, grammar_->schema());
           reply->has_validation = true;
-          const std::string q = LowerAscii(t.query);
-          for (const auto& call : parsed) {
-            if (!call.is_object() || !call.contains("arguments")) continue;
-            const auto& args = call["arguments"];
-            if (!args.is_object()) continue;
-            for (auto it = args.begin(); it != args.end(); ++it) {
-              std::string v;
-              if (it->is_string())
-                v = it->get<std::string>();
-              else if (it->is_number())
-                v = it->dump();
-              else
-                continue;
-              if (q.find(LowerAscii(v)) == std::string::npos)
-                reply->ungrounded.push_back(call.value("name", "") + "." + it.key());
-            }
-          }
-          for (const char* w : {"don't", "dont", "never", "no longer", "do not"}) {
-            const size_t p = q.find(w);
-            if (p == std::string::npos) continue;
-            if (std::string_view(w) == "do not" && q.compare(p, 13, "do not forget") == 0) continue;
-            reply->negation = true;
-          }
+          reply->ungrounded = std::move(v.ungrounded);
+          reply->negation = v.negation;
         }
       }
     } else {
@@ -609,8 +674,9 @@ void Session::Finish(TurnState& t, Reply* reply) {
     double c;
     if (reply->type == "call") {
       c = std::min(reply->head_confidence, t.dc);
-    } else if (t.text_prob_count > 0) {
-      c = std::min(reply->head_confidence, t.text_prob_sum / t.text_prob_count);
+    } else if (t.text_logp_count > 0) {
+      // Geometric mean of the think / free-text tokens' probabilities.
+      c = std::min(reply->head_confidence, std::exp(t.text_logp_sum / t.text_logp_count));
     } else {
       c = 0;
     }

@@ -35,14 +35,18 @@ class TokenFilter {
 
 // Knobs of the engine's protocol (defaults = the official engine's measured constants).
 struct ProtocolConfig {
-  int think_reserve = 32;          // </think> forced when generated >= max_new_tokens - this
-  float branch_threshold = 0.95f;  // value-start branching when p(best) < this
-  int branch_min_budget = 29;      // ... and at least this many tokens remain
-  int branch_width = 4;            // candidates explored
-  int branch_max_tokens = 24;      // tokens per explored value (first token included)
-  int enum_min_budget = 13;        // enum grounding needs this many tokens left
-  grammar::CompatOptions compat;   // engine quirks reproduced by the grammar
-  bool trace = false;              // print every decision to stderr (debugging)
+  int think_reserve = 32;            // </think> forced when generated >= max_new_tokens - this
+  float branch_threshold = 0.95f;    // value-start branching when p(best) < this
+  int branch_min_budget = 29;        // ... and at least this many tokens remain
+  int branch_width = 4;              // candidates explored
+  int branch_max_tokens = 24;        // tokens per explored value (first token included)
+  double branch_open_penalty = 2.0;  // subtracted from the score of a branch that did not close
+  double confidence_mass = 0.99;     // confidence walk: stop once this much mass was examined
+  int confidence_walk = 24;          // ... or this many tokens after the first valid one
+  float repetition_penalty = 1.3f;   // think / free text: logits of tokens already committed
+  int enum_min_budget = 13;          // enum grounding needs this many tokens left
+  grammar::CompatOptions compat;     // engine quirks reproduced by the grammar
+  bool trace = false;                // print every decision to stderr (debugging)
 };
 
 struct SessionConfig {
@@ -122,6 +126,9 @@ class Session {
   void Feed(int32_t id);  // appends one token to the context; logits_ = the next distribution
   int32_t BestAllowed(const std::vector<uint8_t>& allowed) const;
   double HeadConfidence() const;
+  double CallTokenConfidence(const std::vector<uint8_t>& allowed);
+  int32_t PenalizedBest(const std::vector<uint8_t>& allowed,
+                        const std::vector<uint8_t>& seen) const;
   void TraceStep(const char* what, const std::vector<uint8_t>& allowed, int counted) const;
   void DecodeCall(TurnState& t, bool require_call);
   void Finish(TurnState& t, Reply* reply);
@@ -143,6 +150,7 @@ class Session {
   bool last_turn_had_calls_ = false;
   std::vector<float> logits_, branch_logits_;
   std::vector<uint8_t> allowed_, text_allowed_;
+  std::vector<int32_t> order_;  // token ids by logit (confidence walk scratch)
   double prefix_seconds_ = 0;
 };
 

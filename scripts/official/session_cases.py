@@ -1,0 +1,100 @@
+#!/usr/bin/env python3
+"""Writes the session-golden cases (JSONL for engine_session.mjs) and turns the engine's output
+into tests/data/golden/session-v2/<model>.session.json (the format of tests/data/README.md,
+golden/session).
+  session_cases.py cases OUT.jsonl
+  session_cases.py golden MODEL_NAME ENGINE_OUT.jsonl GOLDEN.json"""
+import json
+import sys
+
+TWO = [
+    {"name": "set_timer", "description": "Start a countdown timer.", "parameters": {"type": "object", "properties": {"minutes": {"type": "integer", "description": "Duration in minutes."}}, "required": ["minutes"]}},
+    {"name": "set_lights", "description": "Turn lights on or off in a room.", "parameters": {"type": "object", "properties": {"room": {"type": "string"}, "state": {"type": "string", "enum": ["on", "off"]}}, "required": ["room", "state"]}},
+]
+MORE = [
+    {"name": "send_message", "description": "Send a text message to a contact.", "parameters": {"type": "object", "properties": {"recipient": {"type": "string"}, "body": {"type": "string"}, "urgent": {"type": "boolean"}}, "required": ["recipient", "body"]}},
+    {"name": "set_thermostat", "description": "Set the thermostat.", "parameters": {"type": "object", "properties": {"temperature": {"type": "number", "minimum": 10, "maximum": 30}, "zones": {"type": "array", "items": {"type": "string"}}}, "required": ["temperature"]}},
+    {"name": "get_weather", "description": "Get the current weather for a city.", "parameters": {"type": "object", "properties": {"city": {"type": "string"}, "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]}}, "required": ["city"]}},
+    {"name": "play_music", "description": "Play a song, artist or playlist.", "parameters": {"type": "object", "properties": {"query": {"type": "string"}, "shuffle": {"type": "boolean"}}, "required": ["query"]}},
+    {"name": "set_alarm", "description": "Set an alarm at a time of day.", "parameters": {"type": "object", "properties": {"hour": {"type": "integer", "minimum": 0, "maximum": 23}, "minute": {"type": "integer", "minimum": 0, "maximum": 59}}, "required": ["hour", "minute"]}},
+]
+# Every value type in one tool set, keys from the fixture tools' text (the crafted models walk
+# into those tokens): integer, number, boolean, string, string enum, integer enum, nullable,
+# array, nested object, maxLength.
+TYPES = [
+    {"name": "set_alarm", "description": "Set an alarm at a time of day.", "parameters": {"type": "object", "properties": {"hour": {"type": "integer", "minimum": 0, "maximum": 23}, "minute": {"type": "integer", "enum": [0, 15, 30, 45]}, "urgent": {"type": "boolean"}, "room": {"type": "string", "maxLength": 8}}, "required": ["hour", "minute"]}},
+    {"name": "send_message", "description": "Send a text message to a contact.", "parameters": {"type": "object", "properties": {"recipient": {"type": "string"}, "urgent": {"type": "boolean"}, "body": {"type": ["string", "null"]}, "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]}, "temperature": {"type": "number"}, "zones": {"type": "array", "items": {"type": "string"}, "maxItems": 2}, "state": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}, "required": ["recipient", "urgent"]}},
+]
+QUERIES = ["Set a timer for 5 minutes.", "Turn on the kitchen light.",
+           "Text Priya that I'm running 10 minutes late",
+           "what's the weather in Lagos in fahrenheit? don't use celsius",
+           'Héllo wörld — "quoted" \\ back', "Turn off the lights in the living room"]
+
+
+def tools_text(tools):
+    return json.dumps(tools)  # with spaces: the engine strips them outside strings
+
+
+def cases():
+    out = []
+    add = lambda tools, mt, inputs, conv=False, system="": out.append(
+        {"system": system, "tools": tools, "tools_text": tools_text(tools), "max_tokens": mt,
+         "conversation": conv, "inputs": inputs})
+    for mt in (40, 96, 160):  # fresh turns, budgets around the think reserve and branch floor
+        add(TWO, mt, QUERIES[:3])
+    for mt in (50, 54, 55, 56, 58):  # value-start rules near the 29-token branch floor
+        add(TYPES, mt, QUERIES[2:4])
+    add(TYPES, 96, QUERIES, system="You are a helpful assistant.")
+    add(MORE[:2], 96, QUERIES[2:5], system="Be brief.")
+    # conversations with tool results
+    add(TWO, 96, ["Set a timer for 5 minutes.", '{"ok": true, "id": 7}', "Turn on the kitchen light.", "thanks"], True)
+    add(TYPES, 96, [QUERIES[3], '[{"status":"sent"}]', QUERIES[5]], True)
+    # more than 5 tools: retrieval
+    add(TWO + MORE, 96, QUERIES[:4])
+    add(TWO + MORE, 96, ["Turn on the kitchen light.", '{"status": "done"}', QUERIES[4]], True)
+    # long turns: the tail is kept so prefix + turn + max_tokens <= 2048
+    long_query = " ".join("timer %d kitchen lights" % i for i in range(600))
+    add(TWO, 64, [long_query])
+    add(TWO, 1800, ["weather " * 40 + "in Lagos"])
+    add([], 96, ["Set a timer for 5 minutes."])  # zero tools
+    return out
+
+
+def parse_debug(lines):
+    d = {"prefix_ids": None, "turn_ids": None, "debug_calls": None, "debug_think": None, "debug_text": None}
+    for l in lines:
+        for key, tag in (("prefix_ids", "[debug] prefix ids: "), ("turn_ids", "[debug] turn ids: ")):
+            if l.startswith(tag):
+                d[key] = [int(x) for x in l[len(tag):].split()]
+        for key, tag in (("debug_calls", "[debug] calls: "), ("debug_think", "[debug] think: "), ("debug_text", "[debug] text : ")):
+            if l.startswith(tag):
+                d[key] = l[len(tag):]
+    return d
+
+
+def golden(model, engine_out, path):
+    result = {"model": model + ".cact", "cases": []}
+    for line in open(engine_out):
+        c = json.loads(line)
+        case = {k: c[k] for k in ("system", "tools", "tools_text", "max_tokens", "conversation")}
+        case["prefix_ids"], case["steps"] = [], []
+        for s in c["steps"]:
+            d = parse_debug(s["debug"])
+            if d["prefix_ids"] is not None:
+                case["prefix_ids"].append(d["prefix_ids"])
+            case["steps"].append({"input": s["input"], "returned": s["returned"],
+                                  "reply_text": s["reply_text"], "reply": json.loads(s["reply_text"]),
+                                  "turn_ids": d["turn_ids"], "debug_calls": d["debug_calls"],
+                                  "debug_think": d["debug_think"], "debug_text": d["debug_text"]})
+        result["cases"].append(case)
+    with open(path, "w") as f:
+        json.dump(result, f, ensure_ascii=False, indent=1)
+
+
+if __name__ == "__main__":
+    if sys.argv[1] == "cases":
+        with open(sys.argv[2], "w") as f:
+            for c in cases():
+                f.write(json.dumps(c, ensure_ascii=False) + "\n")
+    else:
+        golden(sys.argv[2], sys.argv[3], sys.argv[4])

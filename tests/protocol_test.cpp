@@ -1,0 +1,71 @@
+// Turn-protocol rules of the official engine that are pinned without a model: the branch stop
+// rule (grammar level), the validation block and the negation phrases (doc/PROTOCOL-NOTES.md).
+#include <catch2/catch.hpp>
+#include <string>
+
+#include "grammar/call_grammar.h"
+#include "grammar/schema.h"
+#include "session/validation.h"
+
+using namespace needle;
+
+namespace {
+
+const char* kAlarm =
+    R"({"name":"set_alarm","parameters":{"type":"object","properties":{"hour":{"type":"integer"},"room":{"type":"string"},"note":{"type":"string"},"unit":{"type":"string","enum":["celsius","fahrenheit"]},"level":{"type":"number"},"on":{"type":"boolean"}},"required":["hour"]}})";
+
+}  // namespace
+
+TEST_CASE("a branch token that closes its value and opens the next key ends the branch",
+          "[protocol]") {
+  const grammar::CallGrammar g(grammar::BuildCallSchema({kAlarm}));
+  grammar::GrammarState s = g.Start();
+  REQUIRE(g.Feed(s, R"([{"name":"set_alarm","arguments":{"room":)"));
+  REQUIRE(g.ArgumentValueStart(s) >= 0);
+  CHECK_FALSE(g.FeedClosesArgumentValue(s, "\"kit"));
+  // `","` closes the string and opens the next key: the stack is deeper again (inside the key),
+  // but the value was closed inside the token.
+  CHECK(g.FeedClosesArgumentValue(s, "\",\""));
+  CHECK(s.depth > 3);
+  REQUIRE(g.Feed(s, R"(hour":)"));
+  CHECK_FALSE(g.FeedClosesArgumentValue(s, "7"));  // a number stays open until a delimiter
+  CHECK(g.FeedClosesArgumentValue(s, ",\""));
+  REQUIRE(g.Feed(s, R"(on":)"));
+  CHECK(g.FeedClosesArgumentValue(s, "true"));
+  CHECK(g.FeedClosesArgumentValue(s, "x"));  // rejected bytes end the branch too
+}
+
+TEST_CASE("validation: engine grounding form, length floors, generation order, enums skipped",
+          "[protocol]") {
+  const grammar::CallSchema schema = grammar::BuildCallSchema({kAlarm});
+  CHECK(session::GroundingForm("Living-Room_A b") == "livingroomab");
+  // Generation order (not alphabetical): room before hour before note.
+  const auto v = session::Validate(
+      R"([{"name":"set_alarm","arguments":{"room":"garage","hour":9,"note":"xyz","unit":"fahrenheit","on":true}}])",
+      "Wake me at 7 in the kitchen", schema);
+  CHECK(v.ungrounded ==
+        std::vector<std::string>{"set_alarm.room", "set_alarm.hour", "set_alarm.note"});
+  // Strings shorter than 3 characters (after normalization) are never flagged; numbers are.
+  const auto short_values = session::Validate(
+      R"([{"name":"set_alarm","arguments":{"room":"ab","note":"a-b ","hour":5}}])", "hello",
+      schema);
+  CHECK(short_values.ungrounded == std::vector<std::string>{"set_alarm.hour"});
+  // Normalization on both sides: ' ', '-', '_' deleted, ASCII lower-cased; numbers canonical.
+  const auto grounded = session::Validate(
+      R"([{"name":"set_alarm","arguments":{"room":"Living Room","hour":7,"level":2.50}}])",
+      "turn the living-room to level 2.5 at 7", schema);
+  CHECK(grounded.ungrounded.empty());
+}
+
+TEST_CASE("negation: the engine's phrases and exemptions", "[protocol]") {
+  CHECK(session::QueryNegates("Don't call mom"));
+  CHECK_FALSE(session::QueryNegates("never mind the rain"));  // "mind" after a phrase exempts
+  CHECK(session::QueryNegates("I never said that"));
+  CHECK_FALSE(session::QueryNegates("do not forget the milk"));
+  CHECK_FALSE(session::QueryNegates("don't worry, set a timer"));
+  CHECK_FALSE(session::QueryNegates("dont"));  // "dont " needs its space
+  CHECK(session::QueryNegates("you must not be late"));
+  CHECK(session::QueryNegates("make sure not to wake me"));
+  CHECK_FALSE(session::QueryNegates("do not mindful"));  // prefix match: "mindful" exempts
+  CHECK(session::QueryNegates("no longer needed"));
+}

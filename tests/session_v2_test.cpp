@@ -1,0 +1,135 @@
+// Whole turns against the session goldens made by scripts/official/make-session-goldens.sh
+// (tests/data/golden/session-v2): turn ids always (rendering, turn tail cut), and the reply
+// envelope (timing and confidence aside), call text, think text and the engine's return value,
+// except for the explicit lists below, each with its reason; they must shrink to zero (near ties
+// with the official numerics, NumericPath::kOfficial; the rest by protocol fixes).
+#include <fmt/format.h>
+
+#include <catch2/catch.hpp>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <string>
+#include <utility>
+
+#include "format/cact.h"
+#include "session/session.h"
+#include "test_util.h"
+
+using namespace needle;
+using namespace needle::testing;
+using nlohmann::json;
+
+namespace {
+
+using Steps = std::set<std::pair<int, int>>;  // (case, step)
+
+// Differences still open, per model, each with its reason. Expected to shrink to zero.
+// - Cases 3-8 and 11 (the TYPES tool set: integer enum, nullable string, array, nested object,
+//   maxLength): not yet triaged; value-start handling of these types differs from the engine.
+// - tiny {14, 0}: the 1890-token turn (its ids match): decode beyond sinks + window follows the
+//   engine's chunk-level window rule (NUMERICS.md), a numerics matter.
+// - small-crafted-0.8 cases 0-2 and 10 (the two-tool set): near ties of the f32 path (keys "room"
+//   8.9184 vs "state" 8.9119, as in tests/session_test.cpp).
+// - tiny {0, 2}, {9, 1}: not yet triaged (near ties likely: same prefix, later token differs).
+const std::map<std::string, Steps>& Open() {
+  static const std::map<std::string, Steps> m = {
+      {"tiny",
+       {{0, 2},
+        {3, 0},
+        {3, 1},
+        {4, 0},
+        {4, 1},
+        {5, 0},
+        {5, 1},
+        {6, 0},
+        {6, 1},
+        {7, 0},
+        {7, 1},
+        {9, 1},
+        {11, 0},
+        {11, 1},
+        {11, 2},
+        {14, 0}}},
+      {"small", {}},
+      {"small-crafted-0.5",
+       {{3, 0},
+        {3, 1},
+        {4, 0},
+        {4, 1},
+        {5, 0},
+        {5, 1},
+        {6, 0},
+        {6, 1},
+        {7, 0},
+        {7, 1},
+        {8, 0},
+        {8, 1},
+        {8, 2},
+        {8, 3},
+        {8, 4},
+        {8, 5},
+        {11, 0},
+        {11, 1},
+        {11, 2}}},
+      {"small-crafted-0.8",
+       {{0, 0}, {0, 1}, {1, 0},  {1, 1},  {2, 0},  {2, 1},  {3, 0},  {3, 1},  {4, 0}, {4, 1},
+        {5, 0}, {5, 1}, {6, 0},  {6, 1},  {7, 0},  {7, 1},  {8, 0},  {8, 1},  {8, 2}, {8, 3},
+        {8, 4}, {8, 5}, {10, 0}, {10, 1}, {10, 2}, {10, 3}, {11, 0}, {11, 1}, {11, 2}}}};
+  return m;
+}
+
+void CheckModel(const std::string& model) {
+  const json golden =
+      json::parse(std::ifstream(DataPath("golden/session-v2/" + model + ".session.json")));
+  const format::CactFile file = format::CactFile::Open(ModelPath(model + ".cact"));
+  const Steps& open = Open().at(model);
+  int matches = 0, checked = 0;
+  std::string mismatched;
+  for (size_t ci = 0; ci < golden["cases"].size(); ++ci) {
+    const json& c = golden["cases"][ci];
+    // More than 5 tools: tool retrieval (contrastive head, top 5, rebuilt context) is not
+    // implemented yet (issue 9 item 8); those turns differ from the first token.
+    if (c["tools"].size() > 5) continue;
+    session::Session s(file, {}, c["system"].get<std::string>(),
+                       c["tools_text"].get<std::string>());
+    for (size_t si = 0; si < c["steps"].size(); ++si) {
+      const json& step = c["steps"][si];
+      if (!c["conversation"].get<bool>()) s.Reset();
+      const session::Reply r = s.Respond(step["input"].get<std::string>(), c["max_tokens"]);
+      json ours = json::parse(r.EnvelopeJson());
+      json theirs = step["reply"];
+      for (const char* k : {"prefill_tps", "decode_tps", "peak_ram_mb", "confidence"}) {
+        CHECK(ours.contains(k) == theirs.contains(k));
+        ours.erase(k);
+        theirs.erase(k);
+      }
+      const std::string calls = step["debug_calls"].is_null() ? "" : step["debug_calls"];
+      const std::string think = step["debug_think"].is_null() ? "" : step["debug_think"];
+      INFO(model << " case " << ci << " step " << si << "\n ours:   " << r.calls_text
+                 << "\n engine: " << calls);
+      if (!step["turn_ids"].is_null())
+        CHECK(r.turn.turn_ids == step["turn_ids"].get<std::vector<int32_t>>());
+      const bool same = ours == theirs && r.calls_text == calls && r.think_text == think &&
+                        r.counted_tokens == step["returned"].get<int>();
+      if (!same) mismatched += fmt::format(" {{{}, {}}},", ci, si);
+      if (!open.count({static_cast<int>(ci), static_cast<int>(si)})) CHECK(same);
+      matches += same;
+      ++checked;
+    }
+  }
+  WARN(model << ": " << matches << " / " << checked
+             << " turns identical; differing:" << mismatched);
+}
+
+}  // namespace
+
+TEST_CASE("session-v2 goldens: tiny", "[session][golden]") { CheckModel("tiny"); }
+TEST_CASE("session-v2 goldens: small", "[session][golden]") { CheckModel("small"); }
+TEST_CASE("session-v2 goldens: small-crafted-0.5", "[session][golden]") {
+  CheckModel("small-crafted-0.5");
+}
+TEST_CASE("session-v2 goldens: small-crafted-0.8", "[session][golden]") {
+  CheckModel("small-crafted-0.8");
+}
