@@ -4,6 +4,7 @@
 #include "session/session.h"
 
 #include <catch2/catch.hpp>
+#include <cmath>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -19,28 +20,20 @@ using nlohmann::json;
 
 namespace {
 
-// Steps where our f32 logits and the engine's int8 logits rank two valid tokens differently.
-// Each was traced (needle run --trace): the two top candidates differ by less than the int8 vs
-// f32 logit error on that model, e.g. small-crafted-0.8 keys "room" 8.9184 vs "state" 8.9119.
-const std::set<std::pair<int, int>>& NearTies(const std::string& model) {
+// Turns still differing with the official numerics (logits bit-exact, so no near ties): the branch
+// chosen at a string value start differs from the engine's (issue 9, branch scoring, e.g. "]}},"
+// vs the engine's ":[" for "room"). Each must still differ: the list can only shrink.
+const std::set<std::pair<int, int>>& OpenTurns(const std::string& model) {
   static const std::set<std::pair<int, int>> none;
-  static const std::set<std::pair<int, int>> crafted08 = {
-      {0, 0}, {0, 1}, {1, 0}, {1, 1}, {2, 0}, {2, 1}, {3, 1}, {4, 0}, {4, 1}, {4, 2}, {4, 3}};
-  static const std::set<std::pair<int, int>> small = {{3, 1}};
-  static const std::set<std::pair<int, int>> tiny = {{0, 2}};
-  static const std::set<std::pair<int, int>> official = {{0, 2}};
-  if (model == "small-crafted-0.8") return crafted08;
-  if (model == "small") return small;
-  if (model == "tiny") return tiny;
-  if (model == "official-geometry") return official;
-  return none;
+  static const std::set<std::pair<int, int>> crafted08 = {{0, 1}, {1, 1}, {2, 1}, {4, 2}, {4, 3}};
+  return model == "small-crafted-0.8" ? crafted08 : none;
 }
 
 void CheckModel(const std::string& model, int expected_matches) {
   const json golden =
       json::parse(std::ifstream(DataPath("golden/session/" + model + ".session.json")));
   const format::CactFile file = format::CactFile::Open(ModelPath(model + ".cact"));
-  int matches = 0, checked = 0;
+  int matches = 0, checked = 0, confidence_within_1e4 = 0;
   for (size_t ci = 0; ci < golden["cases"].size(); ++ci) {
     const json& c = golden["cases"][ci];
     if (c["tools"].size() > 5) continue;  // retrieval is not implemented yet
@@ -52,12 +45,13 @@ void CheckModel(const std::string& model, int expected_matches) {
       const session::Reply r = s.Respond(step["input"].get<std::string>(), c["max_tokens"]);
       json ours = json::parse(r.EnvelopeJson());
       json theirs = step["reply"];
+      const double conf_ours = ours.value("confidence", -1.0);
+      const double conf_theirs = theirs.value("confidence", -1.0);
       for (const char* k : {"prefill_tps", "decode_tps", "peak_ram_mb", "confidence"}) {
         CHECK(ours.contains(k) == theirs.contains(k));
         ours.erase(k);
         theirs.erase(k);
       }
-      const bool near_tie = NearTies(model).count({static_cast<int>(ci), static_cast<int>(si)});
       const std::string calls = step["debug_calls"].is_null() ? "" : step["debug_calls"];
       const std::string think = step["debug_think"].is_null() ? "" : step["debug_think"];
       const bool same = ours == theirs && r.calls_text == calls && r.think_text == think &&
@@ -66,18 +60,24 @@ void CheckModel(const std::string& model, int expected_matches) {
                  << "\n engine: " << calls);
       // Turn rendering never depends on logits.
       CHECK(r.turn.turn_ids == step["turn_ids"].get<std::vector<int32_t>>());
-      if (!near_tie) {
+      if (OpenTurns(model).count({static_cast<int>(ci), static_cast<int>(si)})) {
+        CHECK_FALSE(same);
+      } else {
         CHECK(ours == theirs);
         CHECK(r.calls_text == calls);
         CHECK(r.think_text == think);
         CHECK(r.counted_tokens == step["returned"].get<int>());
       }
+      confidence_within_1e4 += std::fabs(conf_ours - conf_theirs) <= 1e-4 ? 1 : 0;
       if (c["tools"].empty()) CHECK(r.confidence.value_or(-1) == 1.0);
       matches += same;
       ++checked;
     }
   }
-  WARN(model << ": " << matches << " / " << checked << " turns identical to the engine");
+  // Confidence is not asserted yet (issue 9 item 4: the probe-head part under the integer path
+  // is not established); how many agree to the fourth decimal is reported.
+  WARN(model << ": " << matches << " / " << checked << " turns identical to the engine, "
+             << confidence_within_1e4 << " with the same confidence (within 1e-4)");
   CHECK(matches >= expected_matches);
 }
 
@@ -87,14 +87,14 @@ TEST_CASE("session turns match the engine on small-crafted-0.5", "[session][gold
   CheckModel("small-crafted-0.5", 17);
 }
 TEST_CASE("session turns match the engine on small-crafted-0.8", "[session][golden]") {
-  CheckModel("small-crafted-0.8", 6);
+  CheckModel("small-crafted-0.8", 12);
 }
 TEST_CASE("session turns match the engine on small", "[session][golden]") {
-  CheckModel("small", 16);
+  CheckModel("small", 17);
 }
-TEST_CASE("session turns match the engine on tiny", "[session][golden]") { CheckModel("tiny", 16); }
+TEST_CASE("session turns match the engine on tiny", "[session][golden]") { CheckModel("tiny", 17); }
 TEST_CASE("session turns match the engine on official-geometry", "[session][golden]") {
-  CheckModel("official-geometry", 16);
+  CheckModel("official-geometry", 17);
 }
 
 TEST_CASE("reply envelopes match the engine's official entries (24 tokens)", "[session][golden]") {
@@ -103,9 +103,6 @@ TEST_CASE("reply envelopes match the engine's official entries (24 tokens)", "[s
         json::parse(std::ifstream(DataPath(std::string("golden/") + model + "/golden.json")));
     const format::CactFile file = format::CactFile::Open(ModelPath(std::string(model) + ".cact"));
     for (size_t i = 0; i < golden["official"].size(); ++i) {
-      // small entry 4: step 2 of the call ranks "]" 1.1320 above "{" 0.9960 in f32; the engine
-      // took "{" (int8 path). Not asserted.
-      if (std::string(model) == "small" && i == 4) continue;
       const json& o = golden["official"][i];
       session::Session s(file, {}, o["system"].get<std::string>(),
                          o["tools_text"].get<std::string>());

@@ -25,33 +25,18 @@ namespace {
 
 using Steps = std::set<std::pair<int, int>>;  // (case, step)
 
-// Differences still open, per model, each with its reason. Expected to shrink to zero.
-// - Cases 3-8 and 11 (the TYPES tool set: integer enum, nullable string, array, nested object,
-//   maxLength): not yet triaged; value-start handling of these types differs from the engine.
-// - tiny {14, 0}: the 1890-token turn (its ids match): decode beyond sinks + window follows the
-//   engine's chunk-level window rule (NUMERICS.md), a numerics matter.
-// - small-crafted-0.8 cases 0-2 and 10 (the two-tool set): near ties of the f32 path (keys "room"
-//   8.9184 vs "state" 8.9119, as in tests/session_test.cpp).
-// - tiny {0, 2}, {9, 1}: not yet triaged (near ties likely: same prefix, later token differs).
+// Differences still open with the official numerics (the default), per model, each with its
+// reason. Every entry must still differ (the test fails when one is fixed, so the lists only
+// shrink); near ties of the f32 path are gone with bit-exact numerics.
+// - Cases 3-8 and 11 on the crafted models (the TYPES tool set: integer enum, nullable string,
+//   array, nested object, maxLength): value-start handling of these types differs from the engine
+//   (not yet triaged).
+// - tiny {11, *}: the TYPES tool set as a conversation (not yet triaged).
+// - small-crafted-0.8 cases 0-2 step 1 and case 10 steps 2-3: the two-tool set's second turn
+//   (not yet triaged; the first turns are identical).
 const std::map<std::string, Steps>& Open() {
   static const std::map<std::string, Steps> m = {
-      {"tiny",
-       {{0, 2},
-        {3, 0},
-        {3, 1},
-        {4, 0},
-        {4, 1},
-        {5, 0},
-        {5, 1},
-        {6, 0},
-        {6, 1},
-        {7, 0},
-        {7, 1},
-        {9, 1},
-        {11, 0},
-        {11, 1},
-        {11, 2},
-        {14, 0}}},
+      {"tiny", {{11, 1}, {11, 2}}},
       {"small", {}},
       {"small-crafted-0.5",
        {{3, 0},
@@ -73,10 +58,9 @@ const std::map<std::string, Steps>& Open() {
         {11, 0},
         {11, 1},
         {11, 2}}},
-      {"small-crafted-0.8",
-       {{0, 0}, {0, 1}, {1, 0},  {1, 1},  {2, 0},  {2, 1},  {3, 0},  {3, 1},  {4, 0}, {4, 1},
-        {5, 0}, {5, 1}, {6, 0},  {6, 1},  {7, 0},  {7, 1},  {8, 0},  {8, 1},  {8, 2}, {8, 3},
-        {8, 4}, {8, 5}, {10, 0}, {10, 1}, {10, 2}, {10, 3}, {11, 0}, {11, 1}, {11, 2}}}};
+      {"small-crafted-0.8", {{0, 1}, {1, 1}, {2, 1}, {3, 0},  {3, 1},  {4, 0},  {4, 1},  {5, 0},
+                             {5, 1}, {6, 0}, {6, 1}, {7, 0},  {7, 1},  {8, 0},  {8, 1},  {8, 2},
+                             {8, 3}, {8, 4}, {8, 5}, {10, 2}, {10, 3}, {11, 0}, {11, 1}, {11, 2}}}};
   return m;
 }
 
@@ -114,7 +98,8 @@ void CheckModel(const std::string& model) {
       const bool same = ours == theirs && r.calls_text == calls && r.think_text == think &&
                         r.counted_tokens == step["returned"].get<int>();
       if (!same) mismatched += fmt::format(" {{{}, {}}},", ci, si);
-      if (!open.count({static_cast<int>(ci), static_cast<int>(si)})) CHECK(same);
+      INFO("case " << ci << " step " << si);
+      CHECK(same != (open.count({static_cast<int>(ci), static_cast<int>(si)}) > 0));
       matches += same;
       ++checked;
     }
