@@ -23,7 +23,17 @@ void WhtUnnormalized128(float* v) {
       }
 }
 
-int8_t RoundToI8(float x) { return static_cast<int8_t>(static_cast<int32_t>(std::roundf(x))); }
+// The low byte of (int32_t)roundf(x) (half away from zero), without a libm call: x - trunc(x) is
+// exact. NaN, +-inf and |x| >= 2^31 take x86's "integer indefinite" INT32_MIN, whose low byte is
+// 0 (the SIMD quantizers of kernels/vmath.h give the same).
+int8_t RoundToI8(float x) {
+  if (!(std::fabs(x) < 0x1p31f)) return 0;
+  int32_t t = static_cast<int32_t>(x);
+  const float fraction = x - static_cast<float>(t);
+  if (fraction >= 0.5f) ++t;
+  if (fraction <= -0.5f) --t;
+  return static_cast<int8_t>(t);
+}
 
 }  // namespace
 

@@ -10,19 +10,32 @@ namespace needle::kernels {
 
 namespace {
 
-const KernelTable kScalar{"scalar", &CqGemmReference, &CqQuantizeI8Reference, &CqGemmI8Reference,
-                          &DotI8Reference};
+const KernelTable kScalar{
+    "scalar",          &CqGemmReference,    &CqQuantizeI8Reference, &CqGemmI8Reference,
+    &DotI8Reference,   &ExpfArrayReference, &LogfArrayReference,    &QuantizeI8,
+    &AttendI8Reference};
 #if defined(NEEDLE_X86)
-const KernelTable kAvx2{"avx2", &CqGemmAvx2, &CqQuantizeI8Avx2, &CqGemmI8Avx2, &DotI8Avx2};
+const KernelTable kAvx2{"avx2",         &CqGemmAvx2,     &CqQuantizeI8Avx2,
+                        &CqGemmI8Avx2,  &DotI8Avx2,      &ExpfArrayAvx2,
+                        &LogfArrayAvx2, &QuantizeI8Avx2, &AttendI8Avx2};
 
 // AVX512_VNNI is used inside the avx512 table when the CPU has it (same activation layout, same
 // bits); it is not a level of its own, so --isa avx512 keeps meaning F/BW/VL/DQ CPUs.
 const KernelTable& Avx512Table() {
-  static const KernelTable table = GetCpuFeatures().avx512vnni
-                                       ? KernelTable{"avx512", &CqGemmAvx512, &CqQuantizeI8Avx512,
-                                                     &CqGemmI8Avx512Vnni, &DotI8Avx512Vnni}
-                                       : KernelTable{"avx512", &CqGemmAvx512, &CqQuantizeI8Avx512,
-                                                     &CqGemmI8Avx512, &DotI8Avx512};
+  static const KernelTable table =
+      GetCpuFeatures().avx512vnni
+          ? KernelTable{"avx512",
+                        &CqGemmAvx512,
+                        &CqQuantizeI8Avx512,
+                        &CqGemmI8Avx512Vnni,
+                        &DotI8Avx512Vnni,
+                        &ExpfArrayAvx512,
+                        &LogfArrayAvx512,
+                        &QuantizeI8Avx512,
+                        &AttendI8Avx512Vnni}
+          : KernelTable{"avx512",         &CqGemmAvx512,     &CqQuantizeI8Avx512,
+                        &CqGemmI8Avx512,  &DotI8Avx512,      &ExpfArrayAvx512,
+                        &LogfArrayAvx512, &QuantizeI8Avx512, &AttendI8Avx512};
   return table;
 }
 #endif

@@ -5,8 +5,10 @@
 #include <string>
 #include <vector>
 
+#include "kernels/attention_i8.h"
 #include "kernels/cq_int8.h"
 #include "kernels/cq_matmul.h"
+#include "kernels/vmath.h"
 
 namespace needle::kernels {
 
@@ -17,6 +19,11 @@ struct KernelTable {
   CqQuantizeI8Fn cq_quantize_i8 = nullptr;
   CqGemmI8Fn cq_gemm_i8 = nullptr;
   DotI8Fn dot_i8 = nullptr;
+  // Bit-exact with libm::Expf / libm::Logf / QuantizeI8 on every ISA (kernels/vmath.h).
+  ExpfArrayFn expf_array = nullptr;
+  LogfArrayFn logf_array = nullptr;
+  QuantizeI8Fn quantize_i8 = nullptr;
+  AttendI8Fn attend_i8 = nullptr;  // official attention over the int8 K/V ring
 };
 
 // The scalar reference table (always available).

@@ -15,17 +15,16 @@
 #include <cstring>
 
 #include "base/error.h"
+#include "kernels/attention_i8.h"
 #include "kernels/cq_int8.h"
-#include "kernels/libm.h"
 #include "model/numerics.h"
 
 namespace needle::model {
 
 namespace {
 
-constexpr size_t kKvBlock = 64;     // K/V quantization block
-constexpr size_t kRingBlock = 32;   // engram ring quantization block
-constexpr float kNegInit = -1e30f;  // the engine's running-max start
+constexpr size_t kKvBlock = 64;    // K/V quantization block
+constexpr size_t kRingBlock = 32;  // engram ring quantization block
 constexpr float kTernaryC = 1.2240064f;
 
 // An int8 copy of φ rows: q [rows, cols], one scale per row.
@@ -112,7 +111,7 @@ class OfficialNumerics final : public ForwardNumerics {
     v_scale_.assign(L * ctx.capacity * (kvd / kKvBlock), 0.f);
     qq_.resize(B * g.attn_dim());
     q_scale_.resize(B * g.num_heads);
-    scores_.resize(size_t{g.num_heads} * ctx.capacity);
+    scores_.resize(std::min<size_t>(B, std::max(ctx.threads, 1)) * g.num_heads * ctx.capacity);
     visible_.resize(B * ctx.capacity);
   }
 
@@ -175,7 +174,7 @@ class OfficialNumerics final : public ForwardNumerics {
                  const float* k_all, const float* v_all, float* o_all) override {
     const format::Geometry& g = *ctx_.geometry;
     const size_t hd = g.head_dim, H = g.num_heads, KV = g.num_kv_heads, kvd = g.kv_dim();
-    const size_t ad = g.attn_dim(), group = H / KV, nb = hd / kKvBlock, kvb = kvd / kKvBlock;
+    const size_t ad = g.attn_dim(), kvb = kvd / kKvBlock;
     const size_t cap = ctx_.capacity;
     int8_t* kq = &kq_[layer * cap * kvd];
     int8_t* vq = &vq_[layer * cap * kvd];
@@ -197,8 +196,8 @@ class OfficialNumerics final : public ForwardNumerics {
     size_t counts[64];
     for (size_t t = 0; t < n; ++t) {
       for (size_t h = 0; h < H; ++h)
-        q_scale_[t * H + h] =
-            kernels::QuantizeI8(&q_all[t * ad + h * hd], hd, &qq_[t * ad + h * hd]);
+        q_scale_[t * H + h] =  // qse
+            kernels::QuantizeI8(&q_all[t * ad + h * hd], hd, &qq_[t * ad + h * hd]) * inv_sqrt_hd;
       const uint32_t p = pos0 + static_cast<uint32_t>(t);
       uint32_t* vis = &visible_[t * cap];
       size_t c = 0;
@@ -213,60 +212,25 @@ class OfficialNumerics final : public ForwardNumerics {
       }
       counts[t] = c;
     }
-    const kernels::DotI8Fn dot = ctx_.kernels->dot_i8;
-    // 3. Per kv head (independent work items): scores, softmax, V accumulation.
-    auto kv_head = [&](size_t kvh) {
-      for (size_t t = 0; t < n; ++t) {
-        const uint32_t* vis = &visible_[t * cap];
-        const size_t count = counts[t];
-        for (size_t h = kvh * group; h < (kvh + 1) * group; ++h) {
-          const int8_t* qh = &qq_[t * ad + h * hd];
-          const float qse = q_scale_[t * H + h] * inv_sqrt_hd;
-          float* sc = &scores_[h * cap];
-          float m = kNegInit;
-          for (size_t i = 0; i < count; ++i) {
-            const size_t slot = vis[i];
-            const int8_t* kh = kq + slot * kvd + kvh * hd;
-            const float* kscale = ks + slot * kvb + kvh * nb;
-            float acc = 0.f;
-            for (size_t b = 0; b < nb; ++b)
-              acc = static_cast<float>(dot(qh + b * kKvBlock, kh + b * kKvBlock, kKvBlock)) *
-                        kscale[b] +
-                    acc;
-            const float s = acc * qse;
-            sc[i] = s;
-            if (m < s) m = s;
-          }
-          float sum = 0.f;
-          for (size_t i = 0; i < count; ++i) {
-            sc[i] = kernels::libm::Expf(sc[i] - m);
-            sum = sum + sc[i];
-          }
-          const float invs = 1.0f / sum;
-          float* o = &o_all[t * ad + h * hd];
-          std::fill(o, o + hd, 0.f);
-          for (size_t i = 0; i < count; ++i) {
-            const size_t slot = vis[i];
-            const float pw = sc[i] * invs;
-            const int8_t* vh = vq + slot * kvd + kvh * hd;
-            const float* vscale = vs + slot * kvb + kvh * nb;
-            for (size_t b = 0; b < nb; ++b) {
-              const float c = pw * vscale[b];
-              float* ob = o + b * kKvBlock;
-              const int8_t* vb = vh + b * kKvBlock;
-              for (size_t j = 0; j < kKvBlock; ++j) ob[j] = c * static_cast<float>(vb[j]) + ob[j];
-            }
-          }
-        }
-      }
+    // 3. Per token, all heads at once (kernels/attention_i8.h); tokens are independent work
+    // items, each task with its own score scratch [count, H].
+    const kernels::AttendI8Fn attend = ctx_.kernels->attend_i8;
+    const kernels::I8KvView kv{kq, vq, ks, vs, KV, hd};
+    auto token = [&](size_t t, float* scores) {
+      const kernels::I8Queries q{&qq_[t * ad], &q_scale_[t * H], H};
+      attend(q, kv, &visible_[t * cap], counts[t], ctx_.kernels->expf_array, scores,
+             &o_all[t * ad]);
     };
     size_t work = 0;
     for (size_t t = 0; t < n; ++t) work += counts[t];
     work *= H * hd;
-    if (ctx_.threads > 1 && KV > 1 && work >= (size_t{1} << 16)) {
-      ctx_.pool->Run(KV, kv_head);
+    const size_t tasks = std::min(n, scores_.size() / (H * cap));
+    if (ctx_.threads > 1 && tasks > 1 && work >= (size_t{1} << 16)) {
+      ctx_.pool->Run(tasks, [&](size_t task) {
+        for (size_t t = task; t < n; t += tasks) token(t, &scores_[task * H * cap]);
+      });
     } else {
-      for (size_t h = 0; h < KV; ++h) kv_head(h);
+      for (size_t t = 0; t < n; ++t) token(t, scores_.data());
     }
   }
 
@@ -316,8 +280,8 @@ class OfficialNumerics final : public ForwardNumerics {
   std::vector<int8_t> mhc_q_;      // [B, lanes * d]
   std::vector<float> mhc_scale_;   // [B]
   std::vector<int8_t> qq_;         // [B, attn_dim] queries int8 per head
-  std::vector<float> q_scale_;     // [B, num_heads]
-  std::vector<float> scores_;      // [num_heads, capacity]
+  std::vector<float> q_scale_;     // [B, num_heads] query scale * 1/sqrtf(head_dim)
+  std::vector<float> scores_;      // [tasks, capacity, num_heads] per attention task
   std::vector<uint32_t> visible_;  // [B, capacity] slots each token attends to, in order
   // The KV ring: [layers, capacity, kv_dim] int8 and [layers, capacity, kv_dim / 64] scales.
   std::vector<int8_t> kq_, vq_;

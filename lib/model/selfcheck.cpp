@@ -4,11 +4,13 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstdint>
 
 #include "base/fp16.h"
 #include "kernels/cpu_features.h"
+#include "kernels/cq_int8.h"
 #include "kernels/dispatch.h"
 #include "kernels/fwht.h"
 #include "model/weights.h"
@@ -36,6 +38,46 @@ void FillActivations(std::vector<float>* x, uint32_t seed) {
     s ^= s << 5;
     v = static_cast<float>(s >> 8) / static_cast<float>(1 << 24) * 2.f - 1.f;
   }
+}
+
+}  // namespace
+
+namespace {
+
+// The official path's integer product (quantizer + int8 GEMM of one ISA table) against the scalar
+// reference: the outputs must be bit-identical (entry "<tensor> int8", max_rel_diff 0).
+KernelCheck CheckIntegerKernel(const kernels::CqMatrix& m, const format::TensorInfo& t,
+                               const kernels::KernelTable& fast) {
+  const kernels::KernelTable& ref = kernels::ReferenceKernels();
+  const kernels::I8Codebook cb = kernels::MakeI8Codebook(m.levels, size_t{1} << m.code_bits);
+  KernelCheck c{t.name + " int8", fast.isa, 0, 0.0, true};
+  double max_diff = 0, max_ref = 0;
+  for (size_t n : {size_t{1}, size_t{5}}) {
+    std::vector<float> x(n * m.cols);
+    FillActivations(&x, t.index + 7 + static_cast<uint32_t>(n));
+    const size_t groups = m.in_pad / kernels::kI8Group;
+    std::vector<int8_t> q_ref(n * m.in_pad), q_fast(n * m.in_pad);
+    std::vector<float> s_ref(n * groups), s_fast(n * groups);
+    ref.cq_quantize_i8(x.data(), n, m.cols, m.cols, m.in_pad, m.code_bits, q_ref.data(),
+                       s_ref.data());
+    fast.cq_quantize_i8(x.data(), n, m.cols, m.cols, m.in_pad, m.code_bits, q_fast.data(),
+                        s_fast.data());
+    const kernels::I8Acts a_ref{q_ref.data(), s_ref.data(), n, m.in_pad};
+    const kernels::I8Acts a_fast{q_fast.data(), s_fast.data(), n, m.in_pad};
+    for (const auto& [b, e] : SampleRanges(m.rows)) {
+      std::vector<float> want(n * (e - b)), got(n * (e - b));
+      ref.cq_gemm_i8(m, cb, a_ref, b, e, want.data(), e - b);
+      fast.cq_gemm_i8(m, cb, a_fast, b, e, got.data(), e - b);
+      for (size_t i = 0; i < want.size(); ++i) {
+        max_diff = std::max(max_diff, static_cast<double>(std::fabs(want[i] - got[i])));
+        max_ref = std::max(max_ref, static_cast<double>(std::fabs(want[i])));
+        if (std::bit_cast<uint32_t>(want[i]) != std::bit_cast<uint32_t>(got[i])) c.pass = false;
+      }
+      c.rows_checked += n * (e - b);
+    }
+  }
+  c.max_rel_diff = max_ref > 0 ? max_diff / max_ref : max_diff;
+  return c;
 }
 
 }  // namespace
@@ -97,6 +139,7 @@ std::vector<KernelCheck> CheckKernels(const format::CactFile& file) {
       c.max_rel_diff = max_ref > 0 ? max_diff / max_ref : max_diff;
       c.pass = c.max_rel_diff <= kKernelRelTolerance;
       out.push_back(c);
+      if (m.group == kernels::kI8Group) out.push_back(CheckIntegerKernel(m, t, fast));
     }
   }
   return out;

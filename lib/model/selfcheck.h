@@ -23,7 +23,8 @@ struct KernelCheck {
 
 // FWHT: the ISA version at every size the model uses, which must be bit-identical (entries named
 // "fwht[n]"). Then for every CQ tensor: rows sampled from the start, middle and end; activations
-// from a fixed pseudo-random stream; 1 and 5 tokens. One entry per (tensor, ISA other than scalar).
+// from a fixed pseudo-random stream; 1 and 5 tokens. One entry per (tensor, ISA other than scalar),
+// plus "<tensor> int8" for the official path's integer product, which must be bit-identical.
 std::vector<KernelCheck> CheckKernels(const format::CactFile& file);
 
 struct DecodeCheck {

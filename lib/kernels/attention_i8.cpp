@@ -1,0 +1,72 @@
+// Scalar reference of the int8 attention kernel (attention_i8.h): the float order of the contract,
+// written plainly. Bit-exact code: built with -ffp-contract=off.
+#include "kernels/attention_i8.h"
+
+#include "kernels/libm.h"
+
+namespace needle::kernels {
+
+namespace {
+constexpr float kNegInit = -1e30f;  // the engine's running-max start
+}  // namespace
+
+void AttendExpfScalar(const float* x, float* y, size_t n) {
+  for (size_t i = 0; i < n; ++i) y[i] = libm::Expf(x[i]);
+}
+
+void AttendI8Reference(const I8Queries& q, const I8KvView& kv, const uint32_t* slots, size_t count,
+                       AttendExpfFn expf_array, float* scores, float* o) {
+  const size_t H = q.heads, hd = kv.head_dim, kvd = kv.kv_heads * hd;
+  const size_t group = H / kv.kv_heads, nb = hd / kAttendBlock, kvb = kvd / kAttendBlock;
+  // Scores, key-major [count, H].
+  for (size_t i = 0; i < count; ++i) {
+    const size_t slot = slots[i];
+    for (size_t h = 0; h < H; ++h) {
+      const size_t g = h / group;
+      const int8_t* qh = q.q + h * hd;
+      const int8_t* kh = kv.k + slot * kvd + g * hd;
+      const float* ks = kv.k_scale + slot * kvb + g * nb;
+      float acc = 0.f;
+      for (size_t b = 0; b < nb; ++b) {
+        int32_t dot = 0;
+        for (size_t j = b * kAttendBlock; j < (b + 1) * kAttendBlock; ++j)
+          dot += int32_t{qh[j]} * int32_t{kh[j]};
+        acc = static_cast<float>(dot) * ks[b] + acc;
+      }
+      scores[i * H + h] = acc * q.qse[h];
+    }
+  }
+  // Softmax per head: max, exps, sequential sum, weights e_i * invs (kept in scores).
+  for (size_t h = 0; h < H; ++h) {
+    float m = kNegInit;
+    for (size_t i = 0; i < count; ++i)
+      if (m < scores[i * H + h]) m = scores[i * H + h];
+    for (size_t i = 0; i < count; ++i) scores[i * H + h] = scores[i * H + h] - m;
+  }
+  expf_array(scores, scores, count * H);
+  for (size_t h = 0; h < H; ++h) {
+    float sum = 0.f;
+    for (size_t i = 0; i < count; ++i) sum = sum + scores[i * H + h];
+    const float invs = 1.0f / sum;
+    for (size_t i = 0; i < count; ++i) scores[i * H + h] = scores[i * H + h] * invs;
+  }
+  // V: o_j accumulated over the keys in visiting order.
+  for (size_t h = 0; h < H; ++h) {
+    const size_t g = h / group;
+    float* oh = o + h * hd;
+    for (size_t j = 0; j < hd; ++j) oh[j] = 0.f;
+    for (size_t i = 0; i < count; ++i) {
+      const size_t slot = slots[i];
+      const float pw = scores[i * H + h];
+      const int8_t* vh = kv.v + slot * kvd + g * hd;
+      const float* vs = kv.v_scale + slot * kvb + g * nb;
+      for (size_t b = 0; b < nb; ++b) {
+        const float c = pw * vs[b];
+        for (size_t j = b * kAttendBlock; j < (b + 1) * kAttendBlock; ++j)
+          oh[j] = c * static_cast<float>(vh[j]) + oh[j];
+      }
+    }
+  }
+}
+
+}  // namespace needle::kernels

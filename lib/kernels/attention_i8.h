@@ -1,0 +1,76 @@
+// Attention over an int8 K/V ring (the official engine's arithmetic, NUMERICS.md §4.3 step 7), one
+// token and all its query heads per call. Bit-exact: every ISA version gives the scalar
+// reference's bits (tests/attention_i8_test.cpp); built with -ffp-contract=off. Per query head h
+// (kv head g = h / (heads / kv_heads)), keys i in visiting order, slot p_i = slots[i]:
+//   score  acc = 0; for 64-block b: acc = (float)I_b * k_scale[p_i, g, b] + acc   (I_b: int32 dot)
+//          s_i = acc * qse[h]
+//   max    m = -1e30f; if (m < s_i) m = s_i                                 (exact: order-free)
+//   exp    e_i = expf_array(s_i - m)                                        (musl expf bits)
+//   sum    sum = 0; sum = sum + e_i in visiting order; invs = 1.0f / sum
+//   V      o_j = 0; for i: c = (e_i * invs) * v_scale[p_i, g, b(j)]; o_j = c * (float)v[p_i, g, j]
+//   + o_j
+// The integer order inside I_b is free (exact); every float chain above is sequential in i. The
+// SIMD versions run across heads (scores stored key-major, [count, heads], a lane per head) for
+// the softmax and across j for V, so each lane / element keeps its own sequential chain.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace needle::kernels {
+
+// The K/V quantization block: one f32 scale per 64 codes.
+inline constexpr size_t kAttendBlock = 64;
+// The SIMD versions hold one key's heads * head_dim / 64 int32 block dots on the stack; larger
+// shapes run the scalar reference.
+inline constexpr size_t kAttendMaxRow = 512;
+
+// An int8 K/V ring: kv_dim = kv_heads * head_dim codes per slot, head_dim a multiple of 64.
+// Codes lie in [-127, 127] (the engine's quantizer never yields -128; the SIMD dots rely on it).
+struct I8KvView {
+  const int8_t* k = nullptr;       // [slots, kv_dim] keys
+  const int8_t* v = nullptr;       // [slots, kv_dim] values
+  const float* k_scale = nullptr;  // [slots, kv_dim / 64]
+  const float* v_scale = nullptr;  // [slots, kv_dim / 64]
+  size_t kv_heads = 0, head_dim = 0;
+};
+
+// One token's query heads: q [heads, head_dim] int8 codes in [-127, 127], qse [heads] (the query
+// scale times 1/sqrtf(head_dim)); heads a multiple of kv.kv_heads.
+struct I8Queries {
+  const int8_t* q = nullptr;
+  const float* qse = nullptr;
+  size_t heads = 0;
+};
+
+// y[i] = libm::Expf(x[i]) for i < n, in place allowed (kernels/vmath.h's ExpfArrayFn).
+using AttendExpfFn = void (*)(const float* x, float* y, size_t n);
+
+// o [heads, head_dim] = attention of `q` over the `count` slots `slots` (visiting order, each
+// < the ring's slot count; the same list for every head). `scores` is caller scratch of
+// count * heads floats (key-major; holds the softmax weights e_i * invs on return). No
+// allocation; thread-safe for distinct o / scores.
+using AttendI8Fn = void (*)(const I8Queries& q, const I8KvView& kv, const uint32_t* slots,
+                            size_t count, AttendExpfFn expf_array, float* scores, float* o);
+
+// Scalar reference (any heads, head_dim a multiple of 64).
+void AttendI8Reference(const I8Queries& q, const I8KvView& kv, const uint32_t* slots, size_t count,
+                       AttendExpfFn expf_array, float* scores, float* o);
+
+// y[i] = libm::Expf(x[i]): the scalar exponentials (a plain loop).
+void AttendExpfScalar(const float* x, float* y, size_t n);
+
+#if defined(NEEDLE_X86)
+// AVX2: integer dots with vpsignb / vpmaddubsw / vpmaddwd. Falls back to the reference when
+// heads * head_dim / 64 > kAttendMaxRow.
+void AttendI8Avx2(const I8Queries& q, const I8KvView& kv, const uint32_t* slots, size_t count,
+                  AttendExpfFn expf_array, float* scores, float* o);
+// AVX-512 F/BW/VL/DQ: dots with masked negation / vpmaddubsw / vpmaddwd on 64-byte blocks.
+void AttendI8Avx512(const I8Queries& q, const I8KvView& kv, const uint32_t* slots, size_t count,
+                    AttendExpfFn expf_array, float* scores, float* o);
+// AVX-512 + VNNI (vpdpbusd with keys offset by +128); requires CpuFeatures::avx512vnni.
+void AttendI8Avx512Vnni(const I8Queries& q, const I8KvView& kv, const uint32_t* slots, size_t count,
+                        AttendExpfFn expf_array, float* scores, float* o);
+#endif
+
+}  // namespace needle::kernels

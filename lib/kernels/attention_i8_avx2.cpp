@@ -1,0 +1,13 @@
+// AVX2 int8 attention (attention_i8.h): the x86 driver of attention_i8_x86_impl.h with vpsignb /
+// vpmaddubsw / vpmaddwd dots and 8-float vectors. Bit-exact with the scalar reference; built with
+// -ffp-contract=off.
+#include "kernels/attention_i8_x86_impl.h"  // first: includes <immintrin.h> (see there)
+
+namespace needle::kernels {
+
+void AttendI8Avx2(const I8Queries& q, const I8KvView& kv, const uint32_t* slots, size_t count,
+                  AttendExpfFn expf_array, float* scores, float* o) {
+  AttendX86<Avx2Policy>(q, kv, slots, count, expf_array, scores, o);
+}
+
+}  // namespace needle::kernels

@@ -1,0 +1,194 @@
+// AVX2 versions of the array kernels of kernels/vmath.h: expf / logf on 8 floats per step (two
+// vectors of 4 doubles running libm.cpp's double operations in its order; no FMA, built with
+// -ffp-contract=off) and the int8 quantizer (the reference's f32 product and exact rounding per
+// element). Bit-exact with the scalar references. Only called after the dispatcher's CPU check.
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "kernels/vmath.h"
+
+namespace needle::kernels {
+
+namespace {
+
+namespace c = vmath_internal;
+
+constexpr size_t kLanes = 8;
+
+// libm::Expf's main path on 4 lanes (|x| < 2^-150 .. 2^128 range checks are done by the caller).
+inline __m128 ExpCore(__m128 x) {
+  const __m256d shift = _mm256_set1_pd(c::kExpShift);
+  const __m256d xd = _mm256_cvtps_pd(x);
+  const __m256d z = _mm256_mul_pd(_mm256_set1_pd(c::kExpInvLn2N), xd);
+  __m256d kd = _mm256_add_pd(z, shift);
+  const __m256i ki = _mm256_castpd_si256(kd);
+  kd = _mm256_sub_pd(kd, shift);
+  const __m256d r = _mm256_sub_pd(z, kd);  // x*32/ln2 = k + r
+  // The masked gather forms: GCC 12's plain ones start from an "undefined" vector that
+  // -Wmaybe-uninitialized reports.
+  __m256i t = _mm256_mask_i64gather_epi64(
+      _mm256_setzero_si256(), reinterpret_cast<const long long*>(c::kExp2Table),
+      _mm256_and_si256(ki, _mm256_set1_epi64x(31)), _mm256_set1_epi64x(-1), 8);
+  t = _mm256_add_epi64(t, _mm256_slli_epi64(ki, 47));
+  const __m256d s = _mm256_castsi256_pd(t);  // 2^(k/32)
+  const __m256d p = _mm256_add_pd(_mm256_mul_pd(_mm256_set1_pd(c::kExpPoly[0]), r),
+                                  _mm256_set1_pd(c::kExpPoly[1]));
+  const __m256d r2 = _mm256_mul_pd(r, r);
+  __m256d y = _mm256_add_pd(_mm256_mul_pd(_mm256_set1_pd(c::kExpPoly[2]), r), _mm256_set1_pd(1.0));
+  y = _mm256_add_pd(_mm256_mul_pd(p, r2), y);
+  y = _mm256_mul_pd(y, s);
+  return _mm256_cvtpd_ps(y);
+}
+
+inline __m256 Expf8(__m256 x) {
+  __m256 y =
+      _mm256_set_m128(ExpCore(_mm256_extractf128_ps(x, 1)), ExpCore(_mm256_castps256_ps128(x)));
+  // |x| >= 88, inf or NaN: the scalar's range checks (rare; the main path's value stands for
+  // 88 <= |x| inside the limits).
+  const __m256i abs_bits = _mm256_and_si256(_mm256_castps_si256(x), _mm256_set1_epi32(0x7fffffff));
+  const __m256i big = _mm256_cmpgt_epi32(abs_bits, _mm256_set1_epi32(0x42afffff));
+  if (!_mm256_testz_si256(big, big)) {
+    const __m256 over = _mm256_cmp_ps(x, _mm256_set1_ps(c::kExpOverflow), _CMP_GT_OQ);
+    const __m256 under = _mm256_cmp_ps(x, _mm256_set1_ps(c::kExpUnderflow), _CMP_LT_OQ);
+    const __m256 nan = _mm256_cmp_ps(x, x, _CMP_UNORD_Q);
+    y = _mm256_blendv_ps(y, _mm256_set1_ps(INFINITY), over);
+    y = _mm256_andnot_ps(under, y);
+    y = _mm256_blendv_ps(y, _mm256_add_ps(x, x), nan);
+  }
+  return y;
+}
+
+// libm::Logf's main path on 4 lanes of bits ix (positive normal, or subnormal pre-scaled).
+inline __m128 LogCore(__m128i ix) {
+  const __m128i tmp = _mm_sub_epi32(ix, _mm_set1_epi32(static_cast<int>(c::kLogOff)));
+  const __m128i i = _mm_and_si128(_mm_srli_epi32(tmp, 19), _mm_set1_epi32(15));
+  const __m128i k = _mm_srai_epi32(tmp, 23);
+  const __m128i iz =
+      _mm_sub_epi32(ix, _mm_and_si128(tmp, _mm_set1_epi32(static_cast<int>(0xff800000u))));
+  const __m256d all = _mm256_castsi256_pd(_mm256_set1_epi64x(-1));
+  const __m256d invc = _mm256_mask_i32gather_pd(_mm256_setzero_pd(), c::kLogInvC, i, all, 8);
+  const __m256d logc = _mm256_mask_i32gather_pd(_mm256_setzero_pd(), c::kLogLogC, i, all, 8);
+  const __m256d z = _mm256_cvtps_pd(_mm_castsi128_ps(iz));
+  const __m256d r = _mm256_sub_pd(_mm256_mul_pd(z, invc), _mm256_set1_pd(1.0));
+  const __m256d y0 =
+      _mm256_add_pd(logc, _mm256_mul_pd(_mm256_cvtepi32_pd(k), _mm256_set1_pd(c::kLogLn2)));
+  const __m256d r2 = _mm256_mul_pd(r, r);
+  __m256d y = _mm256_add_pd(_mm256_mul_pd(_mm256_set1_pd(c::kLogPoly[1]), r),
+                            _mm256_set1_pd(c::kLogPoly[2]));
+  y = _mm256_add_pd(_mm256_mul_pd(_mm256_set1_pd(c::kLogPoly[0]), r2), y);
+  y = _mm256_add_pd(_mm256_mul_pd(y, r2), _mm256_add_pd(y0, r));
+  return _mm256_cvtpd_ps(y);
+}
+
+inline __m256 Logf8(__m256 x) {
+  __m256i ix = _mm256_castps_si256(x);
+  // Subnormal, zero, negative, inf or NaN: ix - 0x00800000 >= 0x7f000000 (unsigned).
+  const __m256i d = _mm256_sub_epi32(ix, _mm256_set1_epi32(0x00800000));
+  const __m256i special = _mm256_cmpeq_epi32(_mm256_max_epu32(d, _mm256_set1_epi32(0x7f000000)), d);
+  const bool any = !_mm256_testz_si256(special, special);
+  if (any) {  // subnormal: normalize (exact), the exponent becomes negative
+    const __m256i scaled =
+        _mm256_sub_epi32(_mm256_castps_si256(_mm256_mul_ps(x, _mm256_set1_ps(0x1p23f))),
+                         _mm256_set1_epi32(23 << 23));
+    const __m256i subnormal = _mm256_cmpgt_epi32(_mm256_set1_epi32(0x00800000), ix);  // incl. 0
+    ix = _mm256_blendv_epi8(ix, scaled, subnormal);
+  }
+  __m256 y = _mm256_set_m128(LogCore(_mm256_extracti128_si256(ix, 1)),
+                             LogCore(_mm256_castsi256_si128(ix)));
+  if (any) {  // the scalar's special results, later blends taking precedence as its tests do
+    const __m256i bits = _mm256_castps_si256(x);
+    const __m256 negative = _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_setzero_si256(), bits));
+    const __m256 nan = _mm256_cmp_ps(x, x, _CMP_UNORD_Q);
+    const __m256 zero = _mm256_cmp_ps(x, _mm256_setzero_ps(), _CMP_EQ_OQ);
+    const __m256 inf = _mm256_cmp_ps(x, _mm256_set1_ps(INFINITY), _CMP_EQ_OQ);
+    y = _mm256_blendv_ps(y, _mm256_castsi256_ps(_mm256_set1_epi32(0x7fc00000)), negative);
+    y = _mm256_blendv_ps(y, _mm256_add_ps(x, x), nan);
+    y = _mm256_blendv_ps(y, _mm256_set1_ps(-INFINITY), zero);
+    y = _mm256_blendv_ps(y, x, inf);
+  }
+  return y;
+}
+
+// y = f(x) over n floats, 8 at a time; the tail goes through a zero-padded buffer.
+template <__m256 (*kF)(__m256)>
+inline void Apply(const float* x, float* y, size_t n) {
+  size_t i = 0;
+  for (; i + 2 * kLanes <= n; i += 2 * kLanes) {
+    const __m256 a = _mm256_loadu_ps(x + i), b = _mm256_loadu_ps(x + i + kLanes);
+    _mm256_storeu_ps(y + i, kF(a));
+    _mm256_storeu_ps(y + i + kLanes, kF(b));
+  }
+  for (; i + kLanes <= n; i += kLanes) _mm256_storeu_ps(y + i, kF(_mm256_loadu_ps(x + i)));
+  if (i < n) {
+    alignas(32) float buf[kLanes] = {};
+    std::memcpy(buf, x + i, (n - i) * sizeof(float));
+    _mm256_store_ps(buf, kF(_mm256_load_ps(buf)));
+    std::memcpy(y + i, buf, (n - i) * sizeof(float));
+  }
+}
+
+// roundf (half away from zero), exactly: x - trunc(x) is exact, so |fraction| >= 0.5 decides.
+inline __m256 RoundHalfAway(__m256 x) {
+  const __m256 sign = _mm256_set1_ps(-0.0f);
+  const __m256 t = _mm256_round_ps(x, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+  const __m256 frac = _mm256_andnot_ps(sign, _mm256_sub_ps(x, t));
+  const __m256 up = _mm256_cmp_ps(frac, _mm256_set1_ps(0.5f), _CMP_GE_OQ);
+  const __m256 one = _mm256_or_ps(_mm256_set1_ps(1.0f), _mm256_and_ps(x, sign));
+  return _mm256_add_ps(t, _mm256_and_ps(up, one));
+}
+
+// The reference's int8 of v * inv: rounded, converted to int32 (NaN, inf and |x| >= 2^31 give
+// INT32_MIN), then its low byte (sign-extended here so the saturating packs keep it).
+inline __m256i QuantizeLanes(__m256 v, __m256 inv) {
+  const __m256i i32 = _mm256_cvttps_epi32(RoundHalfAway(_mm256_mul_ps(v, inv)));
+  return _mm256_srai_epi32(_mm256_slli_epi32(i32, 24), 24);
+}
+
+}  // namespace
+
+void ExpfArrayAvx2(const float* x, float* y, size_t n) { Apply<Expf8>(x, y, n); }
+
+void LogfArrayAvx2(const float* x, float* y, size_t n) { Apply<Logf8>(x, y, n); }
+
+float QuantizeI8Avx2(const float* v, size_t n, int8_t* q) {
+  const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+  // max(|v|, amax) keeps amax when v is NaN, like the reference's std::max(amax, |v|).
+  __m256 amax8 = _mm256_setzero_ps();
+  size_t i = 0;
+  for (; i + kLanes <= n; i += kLanes)
+    amax8 = _mm256_max_ps(_mm256_and_ps(_mm256_loadu_ps(v + i), abs_mask), amax8);
+  __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(amax8), _mm256_extractf128_ps(amax8, 1));
+  m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+  m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
+  float amax = _mm_cvtss_f32(m4);
+  for (; i < n; ++i) amax = std::max(amax, std::fabs(v[i]));
+  const float s = amax > 0.f ? amax / 127.0f : 1.0f;
+  const __m256 inv = _mm256_set1_ps(1.0f / s);
+  i = 0;
+  for (; i + 4 * kLanes <= n; i += 4 * kLanes) {
+    __m256i w[4];
+    for (size_t j = 0; j < 4; ++j) w[j] = QuantizeLanes(_mm256_loadu_ps(v + i + kLanes * j), inv);
+    const __m256i packed =
+        _mm256_packs_epi16(_mm256_packs_epi32(w[0], w[1]), _mm256_packs_epi32(w[2], w[3]));
+    _mm256_storeu_si256(
+        reinterpret_cast<__m256i*>(q + i),
+        _mm256_permutevar8x32_epi32(packed, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
+  }
+  for (; i < n; i += kLanes) {
+    const size_t len = std::min(kLanes, n - i);
+    alignas(32) float buf[kLanes] = {};
+    std::memcpy(buf, v + i, len * sizeof(float));
+    const __m256i w = QuantizeLanes(_mm256_load_ps(buf), inv);
+    const __m128i w16 = _mm_packs_epi32(_mm256_castsi256_si128(w), _mm256_extracti128_si256(w, 1));
+    const __m128i w8 = _mm_packs_epi16(w16, w16);
+    int8_t bytes[16];
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(bytes), w8);
+    std::memcpy(q + i, bytes, len);
+  }
+  return s;
+}
+
+}  // namespace needle::kernels

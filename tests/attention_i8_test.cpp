@@ -1,0 +1,195 @@
+// Int8 attention kernel (kernels/attention_i8.h): every compiled table (and both AVX-512 versions,
+// with and without VNNI, where the CPU has them) against the scalar reference, bit for bit
+// (memcmp of the outputs and of the softmax weights), over head layouts, head sizes, awkward key
+// counts, random slot orders and extreme scales.
+#include "kernels/attention_i8.h"
+
+#include <algorithm>
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kernels/cpu_features.h"
+#include "kernels/cq_int8.h"
+#include "kernels/dispatch.h"
+
+namespace {
+
+namespace k = needle::kernels;
+
+struct Variant {
+  std::string name;
+  k::AttendI8Fn attend;
+  k::AttendExpfFn expf_array;
+};
+
+std::vector<Variant> Variants() {
+  std::vector<Variant> out;
+  for (const std::string& isa : k::AvailableIsas()) {
+    const k::KernelTable& t = k::KernelsFor(isa);
+    out.push_back({isa, t.attend_i8, &k::AttendExpfScalar});
+    if (t.expf_array != nullptr) out.push_back({isa + "+expf", t.attend_i8, t.expf_array});
+  }
+#if defined(NEEDLE_X86)
+  if (k::BestIsa() >= k::Isa::kAvx512) {
+    out.push_back({"avx512-bw", &k::AttendI8Avx512, &k::AttendExpfScalar});
+    if (k::GetCpuFeatures().avx512vnni)
+      out.push_back({"avx512-vnni", &k::AttendI8Avx512Vnni, &k::AttendExpfScalar});
+  }
+  // A test that only compares the reference with itself would pass vacuously.
+  if (k::GetCpuFeatures().avx2 && k::GetCpuFeatures().fma && k::GetCpuFeatures().f16c)
+    REQUIRE(out.size() >= 2);
+#endif
+  REQUIRE(out.front().name == "scalar");
+  REQUIRE(out.front().attend == &k::AttendI8Reference);
+  return out;
+}
+
+// A ring of `slots` slots for kv_heads x head_dim, one token's queries, and a visiting order.
+struct Case {
+  size_t heads = 0, kv_heads = 0, head_dim = 0, slots = 0;
+  std::vector<int8_t> k, v, q;
+  std::vector<float> k_scale, v_scale, qse;
+  std::vector<uint32_t> order;
+};
+
+// Codes from the engine's quantizer on random data (spiky rows reach +-127); scales either
+// realistic (amax / 127 of unit data) or extreme (2^-60 .. 2^20 keys and values, 2^-20 .. 2^10
+// queries: tiny, subnormal-range and huge scores, one-hot softmaxes, without overflow).
+Case MakeCase(size_t heads, size_t kv_heads, size_t head_dim, size_t count, bool extreme,
+              std::mt19937* rng) {
+  Case c;
+  c.heads = heads;
+  c.kv_heads = kv_heads;
+  c.head_dim = head_dim;
+  c.slots = count + 5;
+  const size_t kvd = kv_heads * head_dim, kvb = kvd / k::kAttendBlock;
+  std::normal_distribution<float> normal(0.f, 1.f);
+  std::uniform_int_distribution<int> pick(0, 9);
+  std::uniform_real_distribution<float> expo(0.f, 1.f);
+  auto fill = [&](size_t rows, size_t block, std::vector<int8_t>* codes, std::vector<float>* scale,
+                  float lo, float hi) {
+    codes->resize(rows * block);
+    scale->resize(rows);
+    std::vector<float> x(block);
+    for (size_t r = 0; r < rows; ++r) {
+      const int kind = pick(*rng);
+      for (size_t j = 0; j < block; ++j)
+        x[j] = kind == 0 ? 0.f : (kind == 1 && j % 7 != 0) ? 0.01f * normal(*rng) : normal(*rng);
+      if (kind == 2) x[r % block] = 50.f;  // a spike: the other codes near 0
+      const float s = k::QuantizeI8(x.data(), block, &(*codes)[r * block]);
+      (*scale)[r] = extreme ? std::exp2(lo + (hi - lo) * expo(*rng)) : s;
+    }
+  };
+  fill(c.slots * kvb, k::kAttendBlock, &c.k, &c.k_scale, -60.f, 20.f);
+  fill(c.slots * kvb, k::kAttendBlock, &c.v, &c.v_scale, -60.f, 20.f);
+  fill(heads, head_dim, &c.q, &c.qse, -20.f, 10.f);
+  if (!extreme)
+    for (float& s : c.qse) s = s * (1.0f / std::sqrt(static_cast<float>(head_dim)));
+  c.order.resize(c.slots);
+  std::iota(c.order.begin(), c.order.end(), 0u);
+  std::shuffle(c.order.begin(), c.order.end(), *rng);
+  c.order.resize(count);
+  return c;
+}
+
+struct Result {
+  std::vector<float> o, scores;
+};
+
+Result Run(const Variant& var, const Case& c) {
+  const size_t count = c.order.size();
+  Result r;
+  r.o.assign(c.heads * c.head_dim, -7.f);  // the kernel writes every element
+  r.scores.assign(count * c.heads + 1, -7.f);
+  const k::I8Queries q{c.q.data(), c.qse.data(), c.heads};
+  const k::I8KvView kv{c.k.data(),       c.v.data(), c.k_scale.data(),
+                       c.v_scale.data(), c.kv_heads, c.head_dim};
+  var.attend(q, kv, c.order.data(), count, var.expf_array, r.scores.data(), r.o.data());
+  REQUIRE(r.scores.back() == -7.f);  // scratch is count * heads
+  return r;
+}
+
+bool SameBits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+}  // namespace
+
+TEST_CASE("attend_i8: every ISA gives the reference's bits", "[kernels][attention]") {
+  const std::vector<Variant> variants = Variants();
+  const size_t layouts[][2] = {{2, 1}, {4, 2}, {8, 4}, {8, 8}};
+  const size_t counts[] = {1, 2, 3, 7, 8, 15, 16, 17, 63, 64, 65, 276, 300};
+  std::mt19937 rng(20240611);
+  size_t cases = 0;
+  for (const auto& layout : layouts)
+    for (const size_t head_dim : {size_t{64}, size_t{128}})
+      for (const size_t count : counts)
+        for (const bool extreme : {false, true}) {
+          const Case c = MakeCase(layout[0], layout[1], head_dim, count, extreme, &rng);
+          const Result ref = Run(variants.front(), c);
+          for (const float x : ref.o) REQUIRE(std::isfinite(x));
+          for (size_t i = 1; i < variants.size(); ++i) {
+            INFO(variants[i].name << " heads " << layout[0] << "/" << layout[1] << " hd "
+                                  << head_dim << " count " << count << " extreme " << extreme);
+            const Result got = Run(variants[i], c);
+            CHECK(SameBits(got.o, ref.o));
+            CHECK(SameBits(got.scores, ref.scores));
+          }
+          ++cases;
+        }
+  CHECK(cases == 4 * 2 * 13 * 2);
+}
+
+TEST_CASE("attend_i8: a one-key softmax returns the dequantized value", "[kernels][attention]") {
+  // With one key the weight is expf(0) * (1 / 1) = 1, so o_j = vs * (float)v_j exactly.
+  std::mt19937 rng(7);
+  const Case c = MakeCase(8, 4, 64, 1, false, &rng);
+  for (const Variant& var : Variants()) {
+    INFO(var.name);
+    const Result r = Run(var, c);
+    const size_t slot = c.order[0];
+    for (size_t h = 0; h < 8; ++h)
+      for (size_t j = 0; j < 64; ++j) {
+        const size_t g = h / 2;
+        const float want =
+            c.v_scale[slot * 4 + g] * static_cast<float>(c.v[slot * 256 + g * 64 + j]);
+        REQUIRE(r.o[h * 64 + j] == want);
+      }
+  }
+}
+
+TEST_CASE("attend_i8: speed per decode step", "[.][bench][attention]") {
+  // 8 heads / 4 kv heads, head_dim 64, 276 keys: one token of one layer.
+  std::mt19937 rng(11);
+  const Case c = MakeCase(8, 4, 64, 276, false, &rng);
+  const Result ref = Run(Variants().front(), c);
+  const k::I8Queries q{c.q.data(), c.qse.data(), c.heads};
+  const k::I8KvView kv{c.k.data(),       c.v.data(), c.k_scale.data(),
+                       c.v_scale.data(), c.kv_heads, c.head_dim};
+  for (const Variant& var : Variants()) {
+    Result r = Run(var, c);
+    double best = 1e30;
+    for (int rep = 0; rep < 7; ++rep) {
+      const int iters = 2000;
+      const auto t0 = std::chrono::steady_clock::now();
+      for (int it = 0; it < iters; ++it)
+        var.attend(q, kv, c.order.data(), c.order.size(), var.expf_array, r.scores.data(),
+                   r.o.data());
+      const double us =
+          std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() /
+          iters;
+      best = std::min(best, us);
+    }
+    CHECK(SameBits(r.o, ref.o));
+    std::printf("attend_i8 %-14s %8.2f us per call (8/4 heads, hd 64, 276 keys)\n",
+                var.name.c_str(), best);
+  }
+}
