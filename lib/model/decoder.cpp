@@ -86,6 +86,7 @@ Decoder::Decoder(const Model& model, const DecoderConfig& config)
   k_.resize(B * g.kv_dim());
   v_.resize(B * g.kv_dim());
   z_.resize(B * g.hada_n);
+  silu_.resize(B * g.hada_n);
   eng_e_.resize(B * g.engram_dim());
   eng_kk_.resize(sites * B * d);
   eng_v_.resize(sites * B * d);
@@ -315,6 +316,45 @@ void Decoder::Engram(size_t site, const int32_t* ids, size_t n) {
   }
 }
 
+// P <- Sinkhorn(P) for an n x n matrix (n <= 64), the engine's order (NUMERICS.md §4.3.10): each
+// round normalizes every row, then every column, by its log-sum-exp (max from -1e30f, expf of
+// x - max summed in order, max + logf(sum)); then P = expf(P). All exponentials of a phase are one
+// array call (the same bits as one call per value).
+void Decoder::Sinkhorn(float* P, size_t n) const {
+  float m[64], diff[64 * 64], sum[64];
+  const size_t nn = n * n;
+  for (int round = 0; round < kSinkhornRounds; ++round) {
+    for (int phase = 0; phase < 2; ++phase) {
+      // Row phase: line l = row l, element k at l*n + k; column phase: line l = column l.
+      const size_t line_stride = phase == 0 ? n : 1, elem_stride = phase == 0 ? 1 : n;
+      for (size_t l = 0; l < n; ++l) {
+        m[l] = -1e30f;
+        for (size_t k = 0; k < n; ++k) {
+          const float x = P[l * line_stride + k * elem_stride];
+          if (m[l] < x) m[l] = x;
+        }
+        for (size_t k = 0; k < n; ++k)
+          diff[l * n + k] = P[l * line_stride + k * elem_stride] - m[l];
+      }
+      kernels_->expf_array(diff, diff, nn);
+      for (size_t l = 0; l < n; ++l) {
+        float s = 0.f;
+        for (size_t k = 0; k < n; ++k) s = s + diff[l * n + k];
+        sum[l] = s;
+      }
+      kernels_->logf_array(sum, sum, n);
+      for (size_t l = 0; l < n; ++l) {
+        const float lse = m[l] + sum[l];
+        for (size_t k = 0; k < n; ++k) {
+          float& x = P[l * line_stride + k * elem_stride];
+          x = x - lse;
+        }
+      }
+    }
+  }
+  kernels_->expf_array(P, P, nn);
+}
+
 void Decoder::RunBlock(const int32_t* ids, size_t n, float* logits, size_t logits_from) {
   const format::Geometry& g = geometry_;
   const Weights& w = *w_;
@@ -394,8 +434,10 @@ void Decoder::RunBlock(const int32_t* ids, size_t n, float* logits, size_t logit
       }
     }
     numerics_->Attention(li, Ring(), position_, n, q_.data(), k_.data(), v_.data(), o_.data());
-    // o = o * (1 / (expf(-g) + 1)).
-    for (size_t i = 0; i < n * ad; ++i) o_[i] = o_[i] * kernels::Sigmoid(gate_[i]);
+    // o = o * (1 / (expf(-g) + 1)), the exponentials as one array call.
+    for (size_t i = 0; i < n * ad; ++i) gate_[i] = -gate_[i];
+    kernels_->expf_array(gate_.data(), gate_.data(), n * ad);
+    for (size_t i = 0; i < n * ad; ++i) o_[i] = o_[i] * (1.0f / (gate_[i] + 1.0f));
     Project(lw.out_proj, o_.data(), n, ad, 0, d, a_.data(), d);
 
     const float attn_gate = kernels::Sigmoid(lw.attn_gate);
@@ -413,7 +455,13 @@ void Decoder::RunBlock(const int32_t* ids, size_t n, float* logits, size_t logit
       for (size_t i = 0; i < d; ++i) z[i] = z[i] * lw.d1[i];
       std::fill(z + d, z + hn, 0.f);
       kernels::FwhtUnnormalized(z, hn);
-      for (size_t i = 0; i < hn; ++i) z[i] = kernels::Silu((c_hada * z[i]) * lw.d2[i]);
+      float* e = &silu_[t * hn];
+      for (size_t i = 0; i < hn; ++i) {
+        z[i] = (c_hada * z[i]) * lw.d2[i];
+        e[i] = -z[i];
+      }
+      kernels_->expf_array(e, e, hn);
+      for (size_t i = 0; i < hn; ++i) z[i] = z[i] / (e[i] + 1.0f);
       kernels::FwhtUnnormalized(z, hn);
       // y = (x + mlp) - u.
       float* y = &y_[t * d];
@@ -426,17 +474,7 @@ void Decoder::RunBlock(const int32_t* ids, size_t n, float* logits, size_t logit
       float P[64 * 64];
       for (size_t a2 = 0; a2 < nl * nl; ++a2)
         P[a2] = (ares * c[2 * nl + a2]) + w.b_res[li * nl * nl + a2];
-      for (int round = 0; round < kSinkhornRounds; ++round) {
-        for (size_t r = 0; r < nl; ++r) {
-          const float lse = kernels::LogSumExp(&P[r * nl], nl, 1);
-          for (size_t b = 0; b < nl; ++b) P[r * nl + b] = P[r * nl + b] - lse;
-        }
-        for (size_t b = 0; b < nl; ++b) {
-          const float lse = kernels::LogSumExp(&P[b], nl, nl);
-          for (size_t r = 0; r < nl; ++r) P[r * nl + b] = P[r * nl + b] - lse;
-        }
-      }
-      for (size_t a2 = 0; a2 < nl * nl; ++a2) P[a2] = kernels::libm::Expf(P[a2]);
+      Sinkhorn(P, nl);
       const float* X = &lanes_[t * nd];
       float* Xn = &lanes_next_[t * nd];
       for (size_t r = 0; r < nl; ++r) {

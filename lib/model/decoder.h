@@ -109,6 +109,7 @@ class Decoder {
   // Runs n <= max_batch tokens at positions position_.. (one forward call) and advances position_.
   void RunBlock(const int32_t* ids, size_t n, float* logits, size_t logits_from);
   void Engram(size_t site, const int32_t* ids, size_t n);
+  void Sinkhorn(float* P, size_t n) const;
   void Project(const kernels::CqMatrix& m, const float* x, size_t n, size_t ldx, size_t row_begin,
                size_t row_end, float* y, size_t ldy);
   KvRing Ring() const { return {config_.kv_window, sink_len_, capacity_}; }
@@ -149,7 +150,7 @@ class Decoder {
   std::vector<float> u_, bx_, h_, x_, a_, y_;   // [B, d]
   std::vector<float> q_, gate_, o_;             // [B, attn_dim]
   std::vector<float> k_, v_;                    // [B, kv_dim]
-  std::vector<float> z_;                        // [B, hada_n]
+  std::vector<float> z_, silu_;                 // [B, hada_n]
   std::vector<float> eng_e_;                    // [B, engram_dim]
   std::vector<float> eng_kk_, eng_v_;           // [sites, B, d]
   std::vector<float> eng_vraw_;                 // [B, d]

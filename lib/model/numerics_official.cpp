@@ -146,7 +146,7 @@ class OfficialNumerics final : public ForwardNumerics {
     const kernels::DotI8Fn dot = ctx_.kernels->dot_i8;
     for (size_t t = 0; t < n; ++t) {
       int8_t* qx = &mhc_q_[t * nd];
-      const float xs = kernels::QuantizeI8(nx + t * nd, nd, qx);
+      const float xs = ctx_.kernels->quantize_i8(nx + t * nd, nd, qx);
       float* c = coef + t * ldc;
       auto rows = [&](const I8Rows& phi, size_t first, size_t count, float* out) {
         for (size_t j = 0; j < count; ++j) {
@@ -165,7 +165,7 @@ class OfficialNumerics final : public ForwardNumerics {
   void EngramRingValue(float* vraw, size_t d) override {
     int8_t q[kRingBlock];
     for (size_t b = 0; b < d; b += kRingBlock) {
-      const float s = kernels::QuantizeI8(vraw + b, kRingBlock, q);
+      const float s = ctx_.kernels->quantize_i8(vraw + b, kRingBlock, q);
       for (size_t i = 0; i < kRingBlock; ++i) vraw[b + i] = s * static_cast<float>(q[i]);
     }
   }
@@ -184,10 +184,10 @@ class OfficialNumerics final : public ForwardNumerics {
     for (size_t t = 0; t < n; ++t) {
       const size_t slot = ring.Slot(pos0 + static_cast<uint32_t>(t));
       for (size_t b = 0; b < kvb; ++b) {
-        ks[slot * kvb + b] = kernels::QuantizeI8(&k_all[t * kvd + b * kKvBlock], kKvBlock,
-                                                 &kq[slot * kvd + b * kKvBlock]);
-        vs[slot * kvb + b] = kernels::QuantizeI8(&v_all[t * kvd + b * kKvBlock], kKvBlock,
-                                                 &vq[slot * kvd + b * kKvBlock]);
+        ks[slot * kvb + b] = ctx_.kernels->quantize_i8(&k_all[t * kvd + b * kKvBlock], kKvBlock,
+                                                       &kq[slot * kvd + b * kKvBlock]);
+        vs[slot * kvb + b] = ctx_.kernels->quantize_i8(&v_all[t * kvd + b * kKvBlock], kKvBlock,
+                                                       &vq[slot * kvd + b * kKvBlock]);
       }
     }
     // 2. Queries int8 per head; visible keys per token (sinks, then the chunk-level window).
@@ -197,7 +197,8 @@ class OfficialNumerics final : public ForwardNumerics {
     for (size_t t = 0; t < n; ++t) {
       for (size_t h = 0; h < H; ++h)
         q_scale_[t * H + h] =  // qse
-            kernels::QuantizeI8(&q_all[t * ad + h * hd], hd, &qq_[t * ad + h * hd]) * inv_sqrt_hd;
+            ctx_.kernels->quantize_i8(&q_all[t * ad + h * hd], hd, &qq_[t * ad + h * hd]) *
+            inv_sqrt_hd;
       const uint32_t p = pos0 + static_cast<uint32_t>(t);
       uint32_t* vis = &visible_[t * cap];
       size_t c = 0;
