@@ -17,5 +17,6 @@ rows = [json.loads(l) for l in sys.stdin]
 print("  prefill tok/s median %.1f, decode tok/s median %.1f (%d runs)" % (
     statistics.median(r["prefill_tps"] for r in rows),
     statistics.median(r["decode_tps"] for r in rows), len(rows)))'
-echo "needle (this build), 1 thread, same sizes:"
-./build/needle bench "$MODEL" -t 1 -p 100 -n 24 -r 5
+echo "needle (this build), same sizes, both numeric paths, every ISA of this CPU:"
+isas=$(./build/needle verify "$MODEL" --json | python3 -c 'import json,sys; print(",".join(json.load(sys.stdin)["available_isas"]))')
+./build/needle bench "$MODEL" -t 1,2 -p 100 -n 24 -r 5 --numerics official,f32 --isa "$isas"
