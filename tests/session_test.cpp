@@ -3,8 +3,11 @@
 // (generated tokens) and turn ids, for fresh turns and conversations with <= 5 tools.
 #include "session/session.h"
 
+#include <unistd.h>
+
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -133,4 +136,36 @@ TEST_CASE("envelope keys come in the engine's order", "[session]") {
   REQUIRE(cut != std::string::npos);
   CHECK(text.substr(0, cut) == engine.substr(0, cut));
   CHECK(text.find(",\"prefill_tps\":") != std::string::npos);
+}
+
+TEST_CASE("prefix cache: a second session restores the prefix and answers identically",
+          "[session][cache]") {
+  const json golden =
+      json::parse(std::ifstream(DataPath("golden/session/small-crafted-0.8.session.json")));
+  const json& c = golden["cases"][0];
+  const format::CactFile file = format::CactFile::Open(ModelPath("small-crafted-0.8.cact"));
+  const std::string dir = std::filesystem::temp_directory_path() /
+                          ("needle-prefix-cache-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  session::SessionConfig cfg;
+  cfg.prefix_cache_dir = dir;
+  const std::string query = c["steps"][0]["input"];
+  session::Session plain(file, {}, "", c["tools_text"].get<std::string>());
+  const std::string expect = plain.Respond(query, 96).calls_text;
+  session::Session first(file, cfg, "", c["tools_text"].get<std::string>());
+  CHECK_FALSE(first.prefix_from_cache());
+  session::Session second(file, cfg, "", c["tools_text"].get<std::string>());
+  CHECK(second.prefix_from_cache());
+  CHECK(second.Respond(query, 96).calls_text == expect);
+  CHECK(first.Respond(query, 96).calls_text == expect);
+  // Other tools: another key, a miss.
+  session::Session other(file, cfg, "", "[]");
+  CHECK_FALSE(other.prefix_from_cache());
+  // A damaged file is a miss, never an error.
+  for (const auto& e : std::filesystem::directory_iterator(dir))
+    std::filesystem::resize_file(e.path(), 100);
+  session::Session damaged(file, cfg, "", c["tools_text"].get<std::string>());
+  CHECK_FALSE(damaged.prefix_from_cache());
+  CHECK(damaged.Respond(query, 96).calls_text == expect);
+  std::filesystem::remove_all(dir);
 }

@@ -32,6 +32,7 @@ struct RunArgs {
   ThreadArgs threads;
   NumericsArgs numerics;
   std::string tools_path;
+  std::string prefix_cache;
   std::string system;
   std::vector<std::string> queries;
   std::string isa;
@@ -103,6 +104,7 @@ void Run(const RunArgs& a) {
   session::SessionConfig cfg;
   cfg.threads = a.threads.Resolve();
   cfg.numerics = model::ParseNumericPath(a.numerics.numerics);
+  cfg.prefix_cache_dir = a.prefix_cache;
   cfg.kernels = a.isa.empty() ? nullptr : &kernels::KernelsFor(a.isa);
   cfg.protocol.trace = a.trace;
   session::Session s(file, cfg, a.system, tools_json);
@@ -122,6 +124,9 @@ void Run(const RunArgs& a) {
         j["stop"] = session::StopReasonName(reply.turn.stop);
         j["head_confidence"] = reply.head_confidence;
         j["decode_confidence"] = reply.decode_confidence;
+        j["load_seconds"] = load_seconds;
+        j["prefix_seconds"] = s.prefix_seconds();
+        j["prefix_from_cache"] = s.prefix_from_cache();
         fmt::print(stderr, "{}\n", j.dump());
       }
     }
@@ -171,6 +176,9 @@ void RegisterRun(CLI::App& app) {
   cmd->add_option("--tools", a->tools_path,
                   "Tools JSON file (an array of {name, description, parameters}); '-' = stdin");
   cmd->add_option("--system", a->system, "System prompt text");
+  cmd->add_option("--prefix-cache", a->prefix_cache,
+                  "Folder of persisted tools-prefix states: reuse the prefix of the same model, "
+                  "tools, system and numerics instead of prefilling it (written on a miss)");
   cmd->add_option("-n,--max-tokens", a->max_tokens, "Token budget per reply (max_new_tokens)")
       ->default_val(256);
   a->threads.Attach(cmd);

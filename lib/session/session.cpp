@@ -6,9 +6,12 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 
 #include "base/error.h"
+#include "format/sha256.h"
+#include "model/snapshot_io.h"
 #include "report/system.h"
 #include "report/timer.h"
 #include "session/validation.h"
@@ -133,9 +136,50 @@ Session::Session(const format::CactFile& file, const SessionConfig& config, std:
                      chat.tool_call_end, chat.tool_result, chat.tool_result_end})
     text_allowed_[id] = 0;
   report::Stopwatch sw;
-  decoder_->Prefill(prefix_ids_, logits_);
+  const std::string cache_key = PrefixCacheKey(file, dc, system);
+  const std::string cache_path =
+      cache_key.empty()
+          ? std::string()
+          : (std::filesystem::path(config_.prefix_cache_dir) /
+             (format::Sha256Hex(
+                  std::span(reinterpret_cast<const uint8_t*>(cache_key.data()), cache_key.size())) +
+              ".prefix"))
+                .string();
+  if (!cache_path.empty() &&
+      model::ReadSnapshotFile(cache_path, cache_key, &prefix_snapshot_, &logits_) &&
+      logits_.size() == g.vocab) {
+    try {
+      decoder_->Restore(prefix_snapshot_);
+      prefix_from_cache_ = true;
+    } catch (const InvalidInput&) {
+      decoder_->Reset();  // a stale file of another configuration: prefill as usual
+    }
+  }
+  if (!prefix_from_cache_) {
+    logits_.assign(g.vocab, 0.f);
+    decoder_->Prefill(prefix_ids_, logits_);
+    decoder_->Save(&prefix_snapshot_);
+    if (!cache_path.empty()) {
+      std::filesystem::create_directories(config_.prefix_cache_dir);
+      model::WriteSnapshotFile(cache_path, cache_key, prefix_snapshot_, logits_);
+    }
+  }
   prefix_seconds_ = sw.Seconds();
-  decoder_->Save(&prefix_snapshot_);
+}
+
+std::string Session::PrefixCacheKey(const format::CactFile& file, const model::DecoderConfig& dc,
+                                    std::string_view system) const {
+  if (config_.prefix_cache_dir.empty() || file.path().empty()) return "";
+  std::error_code ec;
+  const std::filesystem::path abs = std::filesystem::absolute(file.path(), ec);
+  const auto mtime = std::filesystem::last_write_time(file.path(), ec);
+  if (ec) return "";  // not a file on disk: no cache
+  return fmt::format(
+      "needle {} prefix v1\nmodel {}\nbytes {}\nmtime {}\nnumerics {}\nwindow {}\nsinks {}\n"
+      "pool {}\nsystem {}\ntools {}",
+      NEEDLE_VERSION, abs.string(), file.bytes().size(), mtime.time_since_epoch().count(),
+      model::NumericPathName(dc.path), dc.kv_window, dc.sink_len, dc.pool_heads, system,
+      tools_text_);
 }
 
 void Session::Reset() {

@@ -52,6 +52,10 @@ struct ProtocolConfig {
 struct SessionConfig {
   int threads = 1;
   model::NumericPath numerics = model::NumericPath::kOfficial;
+  // Folder of persisted tools-prefix snapshots (empty: none). The prefix state is loaded from
+  // there when a file for the same model file (path, size, mtime), numerics, window, system and
+  // tools exists, and written there after a prefill otherwise (model/snapshot_io.h).
+  std::string prefix_cache_dir;
   uint32_t kv_window = 0;  // 0 = the header's kv_window
   const kernels::KernelTable* kernels = nullptr;
   ProtocolConfig protocol;
@@ -102,6 +106,8 @@ class Session {
           std::string_view tools_json);
 
   const std::vector<int32_t>& prefix_ids() const { return prefix_ids_; }
+  // Whether the prefix state came from the prefix cache (no prefill ran).
+  bool prefix_from_cache() const { return prefix_from_cache_; }
   const std::string& tools_text() const { return tools_text_; }
   const text::Tokenizer& tokenizer() const { return tokenizer_; }
   const text::PromptRenderer& renderer() const { return renderer_; }
@@ -144,6 +150,9 @@ class Session {
   std::unique_ptr<grammar::TokenConstraint> constraint_;
   std::vector<int32_t> prefix_ids_;
   std::unique_ptr<model::Decoder> decoder_;
+  bool prefix_from_cache_ = false;
+  std::string PrefixCacheKey(const format::CactFile& file, const model::DecoderConfig& dc,
+                             std::string_view system) const;
   model::Snapshot prefix_snapshot_, branch_snapshot_;
   int confidence_head_ = -1;
   bool fresh_ = true;  // no turn since the prefix
