@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <memory>
 
 #include "base/error.h"
 #include "kernels/attention_i8.h"
@@ -105,10 +106,12 @@ class OfficialNumerics final : public ForwardNumerics {
     act_scale_.resize(B * (max_in_pad / kernels::kI8Group));
     mhc_q_.resize(B * size_t{g.lanes} * g.d_model);
     mhc_scale_.resize(B);
-    kq_.assign(L * ctx.capacity * kvd, 0);
-    vq_.assign(L * ctx.capacity * kvd, 0);
-    k_scale_.assign(L * ctx.capacity * (kvd / kKvBlock), 0.f);
-    v_scale_.assign(L * ctx.capacity * (kvd / kKvBlock), 0.f);
+    // Not zeroed: a slot is always written before it is read, and untouched pages of the ring
+    // cost neither time nor resident memory.
+    kq_.reset(new int8_t[L * ctx.capacity * kvd]);
+    vq_.reset(new int8_t[L * ctx.capacity * kvd]);
+    k_scale_.reset(new float[L * ctx.capacity * (kvd / kKvBlock)]);
+    v_scale_.reset(new float[L * ctx.capacity * (kvd / kKvBlock)]);
     qq_.resize(B * g.attn_dim());
     q_scale_.resize(B * g.num_heads);
     scores_.resize(std::min<size_t>(B, std::max(ctx.threads, 1)) * g.num_heads * ctx.capacity);
@@ -285,8 +288,8 @@ class OfficialNumerics final : public ForwardNumerics {
   std::vector<float> scores_;      // [tasks, capacity, num_heads] per attention task
   std::vector<uint32_t> visible_;  // [B, capacity] slots each token attends to, in order
   // The KV ring: [layers, capacity, kv_dim] int8 and [layers, capacity, kv_dim / 64] scales.
-  std::vector<int8_t> kq_, vq_;
-  std::vector<float> k_scale_, v_scale_;
+  std::unique_ptr<int8_t[]> kq_, vq_;
+  std::unique_ptr<float[]> k_scale_, v_scale_;
 };
 
 }  // namespace
