@@ -429,6 +429,11 @@ TEST_CASE("Every compiled FWHT ISA is bit-identical to the reference", "[quant]"
       needle::kernels::FwhtReference(ref.data(), n);
       needle::kernels::Fwht(got.data(), n);
       CHECK(std::memcmp(ref.data(), got.data(), n * sizeof(float)) == 0);
+      std::vector<float> uref = x, ugot = x;  // the butterflies alone (official path)
+      needle::kernels::FwhtUnnormalizedReference(uref.data(), n);
+      needle::kernels::FwhtUnnormalized(ugot.data(), n);
+      CHECK(std::memcmp(uref.data(), ugot.data(), n * sizeof(float)) == 0);
+      if (n > 1) CHECK(std::memcmp(uref.data(), ref.data(), n * sizeof(float)) != 0);
 #if defined(NEEDLE_X86)
       if (n >= 8 && best >= Isa::kAvx2) {
         std::vector<float> avx = x;

@@ -9,7 +9,7 @@ namespace needle::kernels {
 
 float FwhtScale(size_t n) { return 1.0f / static_cast<float>(std::sqrt(static_cast<double>(n))); }
 
-void FwhtUnnormalized(float* x, size_t n) {
+void FwhtUnnormalizedReference(float* x, size_t n) {
   // Sylvester order: stage h pairs element i with i + h inside each block of 2h.
   for (size_t h = 1; h < n; h *= 2) {
     for (size_t block = 0; block < n; block += 2 * h) {
@@ -23,9 +23,19 @@ void FwhtUnnormalized(float* x, size_t n) {
 }
 
 void FwhtReference(float* x, size_t n) {
-  FwhtUnnormalized(x, n);
+  FwhtUnnormalizedReference(x, n);
   const float scale = FwhtScale(n);
   for (size_t i = 0; i < n; ++i) x[i] *= scale;
+}
+
+void FwhtUnnormalized(float* x, size_t n) {
+#if defined(NEEDLE_X86)
+  if (n >= 8 && ActiveIsa() >= Isa::kAvx2) {
+    FwhtUnnormalizedAvx2(x, n);
+    return;
+  }
+#endif
+  FwhtUnnormalizedReference(x, n);
 }
 
 void Fwht(float* x, size_t n) {

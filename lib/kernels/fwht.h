@@ -13,7 +13,9 @@ float FwhtScale(size_t n);
 // 4, ..., then one multiply by FwhtScale(n)).
 void FwhtReference(float* x, size_t n);
 
-// The butterflies alone (no scaling): the official engine's WHT_unnorm (NUMERICS.md §2).
+// The butterflies alone (no scaling): the official engine's WHT_unnorm (NUMERICS.md §2). Scalar
+// reference; FwhtUnnormalized dispatches like Fwht (bit-identical).
+void FwhtUnnormalizedReference(float* x, size_t n);
 void FwhtUnnormalized(float* x, size_t n);
 
 // Dispatched version (fastest ISA allowed by kernels::ActiveIsa()). Thread-safe, no allocation.
@@ -25,6 +27,7 @@ void Fwht(float* x, size_t n);
 // AVX2 version; n must be a power of two >= 8. Call only if the CPU supports AVX2 (see
 // kernels/cpu_features.h).
 void FwhtAvx2(float* x, size_t n);
+void FwhtUnnormalizedAvx2(float* x, size_t n);
 #endif
 
 }  // namespace needle::kernels

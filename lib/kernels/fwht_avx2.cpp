@@ -18,18 +18,18 @@ inline __m256 InRegisterStages(__m256 v) {
   return _mm256_blend_ps(_mm256_add_ps(v, partner), _mm256_sub_ps(partner, v), 0xF0);
 }
 
-}  // namespace
-
-void FwhtAvx2(float* x, size_t n) {
+// All stages; with `normalize`, the scaling folded into the last one (same products).
+void Transform(float* x, size_t n, bool normalize) {
   const __m256 scale = _mm256_set1_ps(FwhtScale(n));
   if (n == 8) {
-    _mm256_storeu_ps(x, _mm256_mul_ps(InRegisterStages(_mm256_loadu_ps(x)), scale));
+    const __m256 v = InRegisterStages(_mm256_loadu_ps(x));
+    _mm256_storeu_ps(x, normalize ? _mm256_mul_ps(v, scale) : v);
     return;
   }
   for (size_t i = 0; i < n; i += 8)
     _mm256_storeu_ps(x + i, InRegisterStages(_mm256_loadu_ps(x + i)));
   for (size_t h = 8; h < n; h *= 2) {
-    const bool last = 2 * h == n;  // fold the final scaling into the last stage
+    const bool last = normalize && 2 * h == n;  // fold the final scaling into the last stage
     for (size_t block = 0; block < n; block += 2 * h) {
       for (size_t i = block; i < block + h; i += 8) {
         const __m256 a = _mm256_loadu_ps(x + i), b = _mm256_loadu_ps(x + i + h);
@@ -44,5 +44,10 @@ void FwhtAvx2(float* x, size_t n) {
     }
   }
 }
+
+}  // namespace
+
+void FwhtAvx2(float* x, size_t n) { Transform(x, n, true); }
+void FwhtUnnormalizedAvx2(float* x, size_t n) { Transform(x, n, false); }
 
 }  // namespace needle::kernels
