@@ -355,6 +355,17 @@ void Decoder::Sinkhorn(float* P, size_t n) const {
   kernels_->expf_array(P, P, nn);
 }
 
+// fn(t) for every token of a block: per-token work is independent (each token's operations run
+// in the same order on whichever thread), so results do not depend on the thread count.
+template <class Fn>
+void Decoder::ForTokens(size_t n, const Fn& fn) {
+  if (config_.threads <= 1 || n < 4) {
+    for (size_t t = 0; t < n; ++t) fn(t);
+    return;
+  }
+  pool_->Run(n, fn);
+}
+
 void Decoder::RunBlock(const int32_t* ids, size_t n, float* logits, size_t logits_from) {
   const format::Geometry& g = geometry_;
   const Weights& w = *w_;
@@ -381,11 +392,11 @@ void Decoder::RunBlock(const int32_t* ids, size_t n, float* logits, size_t logit
     const LayerWeights& lw = w.layers[li];
     const size_t lstar = li % nl;
     // mHC logits from nx = rms_unit(flatten(X)).
-    for (size_t t = 0; t < n; ++t) kernels::RmsUnit(&lanes_[t * nd], nd, kEps, &nx_[t * nd]);
+    ForTokens(n, [&](size_t t) { kernels::RmsUnit(&lanes_[t * nd], nd, kEps, &nx_[t * nd]); });
     numerics_->MhcLogits(li, nx_.data(), n, coef_.data(), ncoef);
 
     const int site = g.engram_site_of_layer(static_cast<uint32_t>(li));
-    for (size_t t = 0; t < n; ++t) {
+    ForTokens(n, [&](size_t t) {
       const float* c = &coef_[t * ncoef];
       const float* X = &lanes_[t * nd];
       // u = seq-sum over lanes of h_pre_j * X_j, h_pre_j = σ((±4) + ((a_pre * logit_j) + b_pre_j)).
@@ -412,7 +423,7 @@ void Decoder::RunBlock(const int32_t* ids, size_t n, float* logits, size_t logit
         std::memcpy(bx, u, d * 4);
       }
       kernels::ZcNorm(bx, lw.norm_in.data(), d, kEps, &h_[t * d]);
-    }
+    });
 
     // Attention: q, k, v, gate from the same input; per-head norms and RoPE; the path's KV.
     const ProjectJob qkvg[] = {{&lw.q_proj, 0, ad, q_.data(), ad},
@@ -420,7 +431,7 @@ void Decoder::RunBlock(const int32_t* ids, size_t n, float* logits, size_t logit
                                {&lw.v_proj, 0, kvd, v_.data(), kvd},
                                {&lw.gate_proj, 0, ad, gate_.data(), ad}};
     numerics_->Project(h_.data(), n, d, qkvg);
-    for (size_t t = 0; t < n; ++t) {
+    ForTokens(n, [&](size_t t) {
       const float* cs = &rope_cs_[t * hd];
       for (size_t h = 0; h < g.num_heads; ++h) {
         float* q = &q_[t * ad + h * hd];
@@ -432,7 +443,7 @@ void Decoder::RunBlock(const int32_t* ids, size_t n, float* logits, size_t logit
         kernels::ZcNorm(k, lw.k_norm.data(), hd, kEps, k);
         kernels::RopeRotate(k, hd, cs);
       }
-    }
+    });
     numerics_->Attention(li, Ring(), position_, n, q_.data(), k_.data(), v_.data(), o_.data());
     // o = o * (1 / (expf(-g) + 1)), the exponentials as one array call.
     for (size_t i = 0; i < n * ad; ++i) gate_[i] = -gate_[i];
@@ -442,7 +453,7 @@ void Decoder::RunBlock(const int32_t* ids, size_t n, float* logits, size_t logit
 
     const float attn_gate = kernels::Sigmoid(lw.attn_gate);
     const float apost = w.a_post[li], ares = w.a_res[li];
-    for (size_t t = 0; t < n; ++t) {
+    ForTokens(n, [&](size_t t) {
       float* a = &a_[t * d];
       kernels::ZcNorm(a, lw.post_norm.data(), d, kEps, a);
       float* x = &x_[t * d];
@@ -490,7 +501,7 @@ void Decoder::RunBlock(const int32_t* ids, size_t n, float* logits, size_t logit
           for (size_t i = 0; i < d; ++i) dst[i] = pw * Xb[i] + dst[i];
         }
       }
-    }
+    });
     std::swap(lanes_, lanes_next_);
     if (num_probes_ > 0) {  // cell i+1: the lane mean after layer i
       for (size_t t = 0; t < n; ++t) LaneMean(&lanes_[t * nd], nl, d, &cell_[t * d]);

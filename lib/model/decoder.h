@@ -110,6 +110,8 @@ class Decoder {
   void RunBlock(const int32_t* ids, size_t n, float* logits, size_t logits_from);
   void Engram(size_t site, const int32_t* ids, size_t n);
   void Sinkhorn(float* P, size_t n) const;
+  template <class Fn>
+  void ForTokens(size_t n, const Fn& fn);
   void Project(const kernels::CqMatrix& m, const float* x, size_t n, size_t ldx, size_t row_begin,
                size_t row_end, float* y, size_t ldy);
   KvRing Ring() const { return {config_.kv_window, sink_len_, capacity_}; }
