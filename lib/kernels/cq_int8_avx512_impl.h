@@ -103,6 +103,38 @@ class Unpacker {
     }
   }
 
+  // The pair of groups (g, g + 1) at `codes` (g + 1 only if `second`; otherwise its half of the
+  // weights is unspecified) as the four vectors W_0..W_3 (w[0].w[0..1], w[1].w[0..1]).
+  void Pair(const uint8_t* codes, bool second, GroupWeights* out) const {
+    __m512i idx[4];
+    if constexpr (kBits == 2) {
+      const __m512i c = second ? _mm512_loadu_si512(codes) : _mm512_maskz_loadu_epi64(0x0F, codes);
+      const __m512i mask = _mm512_set1_epi8(3);
+      idx[0] = _mm512_and_si512(c, mask);
+      idx[1] = _mm512_and_si512(_mm512_srli_epi16(c, 2), mask);
+      idx[2] = _mm512_and_si512(_mm512_srli_epi16(c, 4), mask);
+      idx[3] = _mm512_and_si512(_mm512_srli_epi16(c, 6), mask);
+    } else {
+      const __m256i* p = reinterpret_cast<const __m256i*>(codes);
+      __m512i x = _mm512_castsi256_si512(_mm256_loadu_si256(p));
+      __m512i y = _mm512_castsi256_si512(_mm256_loadu_si256(p + 1));
+      if (second) {
+        x = _mm512_inserti64x4(x, _mm256_loadu_si256(p + 2), 1);
+        y = _mm512_inserti64x4(y, _mm256_loadu_si256(p + 3), 1);
+      }
+      const __m512i mask = _mm512_set1_epi8(15);
+      idx[0] = _mm512_and_si512(x, mask);
+      idx[1] = _mm512_and_si512(_mm512_srli_epi16(x, 4), mask);
+      idx[2] = _mm512_and_si512(y, mask);
+      idx[3] = _mm512_and_si512(_mm512_srli_epi16(y, 4), mask);
+    }
+    for (size_t j = 0; j < 4; ++j) {
+      out[j / 2].w[j % 2] = _mm512_shuffle_epi8(table_, idx[j]);
+      if constexpr (!kVnni)
+        out[j / 2].neg[j % 2] = _mm512_movepi8_mask(_mm512_shuffle_epi8(sign_, idx[j]));
+    }
+  }
+
  private:
   // Four 3-bit fields at bits 0, 3, 6, 9 of every dword -> bytes 0..3 of that dword.
   static __m512i Spread3(__m512i v) {
@@ -132,6 +164,35 @@ inline __m512i DotGroup(__m512i acc, const GroupWeights& w, const int8_t* a) {
     const __m512i p1 = _mm512_maddubs_epi16(w.w[1], _mm512_mask_sub_epi8(a1, w.neg[1], zero, a1));
     return _mm512_add_epi32(
         acc, _mm512_add_epi32(_mm512_madd_epi16(p0, ones), _mm512_madd_epi16(p1, ones)));
+  }
+}
+
+// int32 partial dots of a pair's weights W_0..W_3 with the staged activations a0..a3.
+inline __m512i DotPair(const GroupWeights* w, __m512i a0, __m512i a1, __m512i a2, __m512i a3) {
+  if constexpr (kVnni) {
+#if defined(__AVX512VNNI__)
+    __m512i acc = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w[0].w[0], a0);
+    __m512i acc2 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w[1].w[0], a2);
+    acc = _mm512_dpbusd_epi32(acc, w[0].w[1], a1);
+    acc2 = _mm512_dpbusd_epi32(acc2, w[1].w[1], a3);
+    return _mm512_add_epi32(acc, acc2);
+#else
+    return a0;
+#endif
+  } else {
+    const __m512i zero = _mm512_setzero_si512(), ones = _mm512_set1_epi16(1);
+    const __m512i p0 =
+        _mm512_maddubs_epi16(w[0].w[0], _mm512_mask_sub_epi8(a0, w[0].neg[0], zero, a0));
+    const __m512i p1 =
+        _mm512_maddubs_epi16(w[0].w[1], _mm512_mask_sub_epi8(a1, w[0].neg[1], zero, a1));
+    const __m512i p2 =
+        _mm512_maddubs_epi16(w[1].w[0], _mm512_mask_sub_epi8(a2, w[1].neg[0], zero, a2));
+    const __m512i p3 =
+        _mm512_maddubs_epi16(w[1].w[1], _mm512_mask_sub_epi8(a3, w[1].neg[1], zero, a3));
+    // |p| <= 2 * 127 * 127 per int16; the sum of two can overflow, so widen each first.
+    return _mm512_add_epi32(
+        _mm512_add_epi32(_mm512_madd_epi16(p0, ones), _mm512_madd_epi16(p1, ones)),
+        _mm512_add_epi32(_mm512_madd_epi16(p2, ones), _mm512_madd_epi16(p3, ones)));
   }
 }
 
@@ -274,10 +335,164 @@ void Rows(const Unpacker<kBits>& unpack, const GemmArgs& a, const TokenBlock& tb
   RowTile<kBits, T, R>(unpack, a, tb, t0, g0, g1, r0, r1 - r0);
 }
 
+// ---- One token (decode GEMV): two groups per accumulator ----
+//
+// For n = 1 every row's accumulator holds a pair of groups (g, g + 1): int32 lanes 0..7 collect
+// group g and lanes 8..15 group g + 1, so one 16-row reduction serves two groups. The weights of a
+// pair are four vectors W_j whose lower 256 bits come from group g and upper from g + 1; the
+// token's activations are restaged once per call to match (PairActs). 2-bit: W_j = crumb j of the
+// 64 code bytes of the pair (positions 32 j + b of each group); 4-bit: X = first 32 code bytes of
+// g and g + 1, Y = last 32; W = lo(X), hi(X), lo(Y), hi(Y) (positions b, 64 + b, 32 + b, 96 + b).
+
+// Offset (in the group's 128 activation bytes) of the 32 bytes paired with W_j.
+template <uint32_t kBits>
+constexpr size_t PairOffset(size_t j) {
+  if constexpr (kBits == 2) {
+    return 32 * j;
+  } else {
+    return j == 0 ? 0 : j == 1 ? 64 : j == 2 ? 32 : 96;
+  }
+}
+
+// The token's staged data for one block of groups [g0, g1): activations of group pair p in a[p],
+// scale and VNNI offset per group.
+struct PairActs {
+  alignas(64) int8_t a[kGroupBlock / 2][4][64];
+  alignas(64) float scale[kGroupBlock];
+  alignas(64) int32_t offset[kGroupBlock];
+};
+
+template <uint32_t kBits>
+void StagePairs(const I8Acts& acts, size_t groups, size_t g0, size_t g1, PairActs* pa) {
+  for (size_t g = g0; g < g1; ++g) {
+    const int8_t* q = acts.q + g * kI8Group;
+    const size_t p = (g - g0) / 2, half = (g - g0) % 2;
+    for (size_t j = 0; j < 4; ++j)
+      std::memcpy(pa->a[p][j] + 32 * half, q + PairOffset<kBits>(j), 32);
+    pa->scale[g - g0] = acts.scales[g];
+    pa->offset[g - g0] = 0;
+    if constexpr (kVnni) {
+#if defined(__AVX512VNNI__)
+      const __m512i ones = _mm512_set1_epi8(1);
+      __m512i s = _mm512_dpbusd_epi32(_mm512_setzero_si512(), ones, _mm512_loadu_si512(q));
+      s = _mm512_dpbusd_epi32(s, ones, _mm512_loadu_si512(q + 64));
+      pa->offset[g - g0] = 128 * _mm512_reduce_add_epi32(s);
+#endif
+    }
+  }
+  if ((g1 - g0) % 2 != 0)  // the last pair's second half: zero activations
+    for (size_t j = 0; j < 4; ++j) std::memset(pa->a[(g1 - g0) / 2][j] + 32, 0, 32);
+  (void)groups;
+}
+
+// 16 accumulators v[r] (lanes 0..7: group g, 8..15: group g + 1) -> lane r of out[0] = row r's
+// group-g sum, of out[1] its group g + 1 sum.
+inline void ReducePairs(const __m512i* v, __m512i* out) {
+  __m512i b[8], c[4], d[2];
+  for (size_t i = 0; i < 8; ++i)
+    b[i] = _mm512_add_epi32(_mm512_unpacklo_epi32(v[2 * i], v[2 * i + 1]),
+                            _mm512_unpackhi_epi32(v[2 * i], v[2 * i + 1]));
+  for (size_t i = 0; i < 4; ++i)  // 128-bit lane k: rows 4i..4i+3, partial over lane k
+    c[i] = _mm512_add_epi32(_mm512_unpacklo_epi64(b[2 * i], b[2 * i + 1]),
+                            _mm512_unpackhi_epi64(b[2 * i], b[2 * i + 1]));
+  for (size_t i = 0; i < 2; ++i)  // [g: rows 8i..8i+3, g+1: same, g: 8i+4..8i+7, g+1: same]
+    d[i] = _mm512_add_epi32(_mm512_shuffle_i32x4(c[2 * i], c[2 * i + 1], 0x88),
+                            _mm512_shuffle_i32x4(c[2 * i], c[2 * i + 1], 0xDD));
+  out[0] = _mm512_shuffle_i32x4(d[0], d[1], 0x88);
+  out[1] = _mm512_shuffle_i32x4(d[0], d[1], 0xDD);
+}
+
+// One step of the chains: the 16 rows' pair (g, g + 1) (g only unless kSecond), its norms in
+// lanes 0..15 (group g) and 16..31 (group g + 1) of `norms` as f16.
+template <uint32_t kBits, bool kSecond>
+inline __m512 PairStep(const Unpacker<kBits>& unpack, const uint8_t* codes, size_t row_bytes,
+                       const PairActs& pa, size_t i, __m512i norms, __m512 cb, __m512 acc) {
+  const auto& act = pa.a[i / 2];
+  const __m512i a0 = _mm512_load_si512(act[0]), a1 = _mm512_load_si512(act[1]);
+  const __m512i a2 = _mm512_load_si512(act[2]), a3 = _mm512_load_si512(act[3]);
+  __m512i dots[kLanes];
+#pragma GCC unroll 16
+  for (size_t r = 0; r < kLanes; ++r) {
+    GroupWeights w[2];
+    unpack.Pair(codes + r * row_bytes, kSecond, w);
+    dots[r] = DotPair(w, a0, a1, a2, a3);
+  }
+  __m512i sum[2];
+  ReducePairs(dots, sum);
+#pragma GCC unroll 2
+  for (size_t h = 0; h < (kSecond ? 2 : 1); ++h) {
+    __m512i s32 = sum[h];
+    if constexpr (kVnni) s32 = _mm512_sub_epi32(s32, _mm512_set1_epi32(pa.offset[i + h]));
+    const __m512 s = _mm512_set1_ps(pa.scale[i + h]);
+    const __m512 norm = _mm512_cvtph_ps(h == 0 ? _mm512_castsi512_si256(norms)
+                                               : _mm512_extracti64x4_epi64(norms, 1));
+    acc = _mm512_add_ps(
+        _mm512_mul_ps(norm, _mm512_mul_ps(cb, _mm512_mul_ps(s, _mm512_cvtepi32_ps(s32)))), acc);
+  }
+  return acc;
+}
+
+// Rows [r0, r0 + 16) (all present: codes and norms of consecutive rows are contiguous), the one
+// token, groups [g0, g1) of the chains (resumed from y when g0 > 0).
+template <uint32_t kBits>
+void PairTile(const Unpacker<kBits>& unpack, const GemmArgs& a, const PairActs& pa, size_t g0,
+              size_t g1, size_t r0) {
+  const CqMatrix& m = *a.m;
+  const size_t groups = m.groups_per_row;
+  const uint8_t* codes = m.codes + r0 * m.row_bytes;
+  const uint8_t* norms = m.norms + r0 * groups * 2;
+  // Row r's two norms of a pair are one dword at r * groups * 2 + 2 g.
+  const __m512i nidx =
+      _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                         _mm512_set1_epi32(static_cast<int32_t>(groups * 2)));
+  alignas(64) static constexpr uint16_t kSplit[32] = {0,  2,  4,  6,  8,  10, 12, 14, 16, 18, 20,
+                                                      22, 24, 26, 28, 30, 1,  3,  5,  7,  9,  11,
+                                                      13, 15, 17, 19, 21, 23, 25, 27, 29, 31};
+  const __m512i split = _mm512_load_si512(kSplit);
+  const __m512 cb = _mm512_set1_ps(a.cb_scale);
+  float* const yr = a.y + (r0 - a.row_begin);
+  __m512 acc = g0 > 0 ? _mm512_loadu_ps(yr) : _mm512_setzero_ps();
+  size_t g = g0;
+  for (; g + 2 <= g1; g += 2) {
+    const __m512i n2 = _mm512_i32gather_epi32(nidx, norms + 2 * g, 1);
+    acc = PairStep<kBits, true>(unpack, codes + g * 16 * kBits, m.row_bytes, pa, g - g0,
+                                _mm512_permutexvar_epi16(split, n2), cb, acc);
+  }
+  if (g < g1) {
+    alignas(64) uint16_t n1[kLanes];
+    for (size_t r = 0; r < kLanes; ++r) std::memcpy(&n1[r], norms + (r * groups + g) * 2, 2);
+    acc = PairStep<kBits, false>(
+        unpack, codes + g * 16 * kBits, m.row_bytes, pa, g - g0,
+        _mm512_castsi256_si512(_mm256_load_si256(reinterpret_cast<const __m256i*>(n1))), cb, acc);
+  }
+  _mm512_storeu_ps(yr, acc);
+}
+
+template <uint32_t kBits>
+void GemvPairs(const Unpacker<kBits>& unpack, const GemmArgs& a, size_t row_end) {
+  const size_t groups = a.m->groups_per_row;
+  PairActs pa;
+  for (size_t g0 = 0; g0 < groups; g0 += kGroupBlock) {
+    const size_t g1 = std::min(groups, g0 + kGroupBlock);
+    StagePairs<kBits>(*a.acts, groups, g0, g1, &pa);
+    for (size_t r0 = a.row_begin; r0 < row_end; r0 += kLanes)
+      PairTile<kBits>(unpack, a, pa, g0, g1, r0);
+  }
+}
+
 template <uint32_t kBits>
 void GemmBits(const CqMatrix& m, const I8Codebook& cb, const I8Acts& acts, size_t row_begin,
               size_t row_end, float* y, size_t ldy) {
   const Unpacker<kBits> unpack(cb);
+  if constexpr (kBits != 3) {
+    if (acts.n == 1) {  // whole tiles of 16 rows by pairs of groups, the rest below
+      const size_t full = row_begin + (row_end - row_begin) / kLanes * kLanes;
+      if (full > row_begin)
+        GemvPairs<kBits>(unpack, GemmArgs{&m, &acts, cb.scale, row_begin, y, ldy}, full);
+      y += full - row_begin;
+      row_begin = full;
+    }
+  }
   const GemmArgs a{&m, &acts, cb.scale, row_begin, y, ldy};
   const size_t groups = m.groups_per_row;
   TokenBlock tb;
