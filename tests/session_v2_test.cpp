@@ -29,8 +29,10 @@ using Steps = std::set<std::pair<int, int>>;  // (case, step)
 // reason. Every entry must still differ (the test fails when one is fixed, so the lists only
 // shrink); near ties of the f32 path are gone with bit-exact numerics.
 // - Cases 3-8 and 11 on the crafted models (the TYPES tool set: integer enum, nullable string,
-//   array, nested object, maxLength): value-start handling of these types differs from the engine
-//   (not yet triaged).
+//   array, nested object, maxLength): not yet fully triaged. Case 3 step 0 on crafted-0.5: the
+//   engine writes `"hour":666...` (minimum/maximum checked only when the value closes) and ends
+//   truncated with 73 tokens (50 + a 23-token branch); our grammar prunes the out-of-range
+//   integer on purpose (issue 9: keep the pruning where the engine's answer is invalid).
 // - tiny {11, *}: the TYPES tool set as a conversation (not yet triaged).
 const std::map<std::string, Steps>& Open() {
   static const std::map<std::string, Steps> m = {{"tiny", {{11, 1}, {11, 2}}},
