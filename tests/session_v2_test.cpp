@@ -29,38 +29,54 @@ using Steps = std::set<std::pair<int, int>>;  // (case, step)
 // reason. Every entry must still differ (the test fails when one is fixed, so the lists only
 // shrink); near ties of the f32 path are gone with bit-exact numerics.
 // - Cases 3-8 and 11 on the crafted models (the TYPES tool set: integer enum, nullable string,
-//   array, nested object, maxLength): value-start handling of these types differs from the engine
-//   (not yet triaged).
+//   array, nested object, maxLength): not yet fully triaged. Case 3 step 0 on crafted-0.5: the
+//   engine writes `"hour":666...` (minimum/maximum checked only when the value closes) and ends
+//   truncated with 73 tokens (50 + a 23-token branch); our grammar prunes the out-of-range
+//   integer on purpose (issue 9: keep the pruning where the engine's answer is invalid).
 // - tiny {11, *}: the TYPES tool set as a conversation (not yet triaged).
-// - small-crafted-0.8 cases 0-2 step 1 and case 10 steps 2-3: the two-tool set's second turn
-//   (not yet triaged; the first turns are identical).
 const std::map<std::string, Steps>& Open() {
-  static const std::map<std::string, Steps> m = {
-      {"tiny", {{11, 1}, {11, 2}}},
-      {"small", {}},
-      {"small-crafted-0.5",
-       {{3, 0},
-        {3, 1},
-        {4, 0},
-        {4, 1},
-        {5, 0},
-        {5, 1},
-        {6, 0},
-        {6, 1},
-        {7, 0},
-        {7, 1},
-        {8, 0},
-        {8, 1},
-        {8, 2},
-        {8, 3},
-        {8, 4},
-        {8, 5},
-        {11, 0},
-        {11, 1},
-        {11, 2}}},
-      {"small-crafted-0.8", {{0, 1}, {1, 1}, {2, 1}, {3, 0},  {3, 1},  {4, 0},  {4, 1},  {5, 0},
-                             {5, 1}, {6, 0}, {6, 1}, {7, 0},  {7, 1},  {8, 0},  {8, 1},  {8, 2},
-                             {8, 3}, {8, 4}, {8, 5}, {10, 2}, {10, 3}, {11, 0}, {11, 1}, {11, 2}}}};
+  static const std::map<std::string, Steps> m = {{"tiny", {{11, 1}, {11, 2}}},
+                                                 {"small", {}},
+                                                 {"small-crafted-0.5",
+                                                  {{3, 0},
+                                                   {3, 1},
+                                                   {4, 0},
+                                                   {4, 1},
+                                                   {5, 0},
+                                                   {5, 1},
+                                                   {6, 0},
+                                                   {6, 1},
+                                                   {7, 0},
+                                                   {7, 1},
+                                                   {8, 0},
+                                                   {8, 1},
+                                                   {8, 2},
+                                                   {8, 3},
+                                                   {8, 4},
+                                                   {8, 5},
+                                                   {11, 0},
+                                                   {11, 1},
+                                                   {11, 2}}},
+                                                 {"small-crafted-0.8",
+                                                  {{3, 0},
+                                                   {3, 1},
+                                                   {4, 0},
+                                                   {4, 1},
+                                                   {5, 0},
+                                                   {5, 1},
+                                                   {6, 0},
+                                                   {6, 1},
+                                                   {7, 0},
+                                                   {7, 1},
+                                                   {8, 0},
+                                                   {8, 1},
+                                                   {8, 2},
+                                                   {8, 3},
+                                                   {8, 4},
+                                                   {8, 5},
+                                                   {11, 0},
+                                                   {11, 1},
+                                                   {11, 2}}}};
   return m;
 }
 

@@ -442,6 +442,15 @@ CallGrammar::Result CallGrammar::Step(GrammarState& s, uint8_t c) const {
           }
           if (c < 0x20) return Result::kReject;
           if ((c & 0xC0) == 0x80) return Result::kAccept;  // UTF-8 continuation
+          if (c == '}' && compat_.refuse_brace_in_string && s.depth >= 2) {
+            // Engine quirk: a `}` inside a string value is refused while the object holding the
+            // value still lacks required keys (it would not be allowed to close there).
+            const Frame& p = s.frames[s.depth - 2];
+            if (p.kind == FrameKind::kObject) {
+              const SchemaNode& pn = schema_.nodes[p.node];
+              if (!pn.open_object && (p.mask & pn.required) != pn.required) return Result::kReject;
+            }
+          }
           return count_char() ? Result::kAccept : Result::kReject;
         case 1:
           if (c == 'u') {

@@ -9,7 +9,8 @@
 //  - a call identical to an earlier call of the same turn cannot be closed (its arguments' `}`
 //    is refused), and
 //  - after `,` inside an object, `}` is accepted (when the required keys are present), which
-//    yields the engine's "malformed" replies.
+//    yields the engine's "malformed" replies, and
+//  - a `}` inside a string value is refused while the object holding it lacks required keys.
 // Argument keys accept JSON escapes; an escape is matched against the declared keys once it is
 // complete (the engine does the same, so a half-written `\u` escape can dead-end a key). Tool
 // names are matched literally (no escapes), as the engine does.
@@ -29,6 +30,9 @@ namespace needle::grammar {
 struct CompatOptions {
   bool refuse_duplicate_calls = true;
   bool allow_comma_close = true;  // `,}` in objects (engine behaviour; yields malformed JSON)
+  // `}` inside a string value refused while its object lacks required keys (engine behaviour,
+  // measured: doc/PROTOCOL-NOTES.md item 10).
+  bool refuse_brace_in_string = true;
 };
 
 enum class FrameKind : uint8_t { kTop, kCall, kObject, kArray, kKey, kString, kNumber, kLiteral };

@@ -110,6 +110,22 @@ Session::Session(const format::CactFile& file, const SessionConfig& config, std:
     const auto t = tokenizer_.type(id);
     text_token[id] = t == format::PieceType::kNormal || t == format::PieceType::kByte;
   }
+  // The engine's candidate list at a value start: text tokens whose first byte is one of
+  // 0-9 - t f n " { [ ], plus <|im_end|> and </tool_call>; the whole vocabulary if that list
+  // holds at least half of it.
+  {
+    const std::string_view starts = "0123456789-tfn\"{[]";
+    value_start_list_.assign(vocab, 0);
+    int32_t n = 0;
+    for (int32_t id = 0; id < vocab; ++id)
+      if (text_token[id] && !bytes[id].empty() && starts.find(bytes[id][0]) != std::string::npos) {
+        value_start_list_[id] = 1;
+        ++n;
+      }
+    value_start_list_[renderer_.tokens().im_end] = 1;
+    value_start_list_[renderer_.tokens().tool_call_end] = 1;
+    if (vocab <= 2 * n) std::fill(value_start_list_.begin(), value_start_list_.end(), 1);
+  }
   constraint_ = std::make_unique<grammar::TokenConstraint>(std::move(bytes), text_token);
 
   prefix_ids_ = renderer_.PrefixIds(system, tools_text_);
@@ -400,7 +416,6 @@ void Session::DecodeCall(TurnState& t, bool require_call) {
       t.stop = StopReason::kNoCandidate;
       return;
     }
-    const AllowedStats stats = StatsOf(logits_, allowed_);
     bool after_quote = false;
     const int32_t node =
         handled_value_at == static_cast<int32_t>(t.ids.size()) ? -1 : value_start(gs, &after_quote);
@@ -457,13 +472,19 @@ void Session::DecodeCall(TurnState& t, bool require_call) {
           (!sn.has_enum && (sn.types & (grammar::kTypeInteger | grammar::kTypeNumber |
                                         grammar::kTypeBoolean | grammar::kTypeString)));
       const int32_t top = BestAllowed(allowed_);
+      // The engine's step distribution at a value start is a softmax over its candidate list
+      // (tokens whose first byte can start some JSON value, plus <|im_end|> and </tool_call>),
+      // not over the grammar-valid tokens: the 0.95 threshold and the first token's score use it.
+      const AllowedStats list_stats = StatsOf(logits_, value_start_list_);
       if (pc.trace)
         fmt::print(stderr, "value start node {} after_quote {} grounded {} p_top {:.4f} left {}\n",
-                   node, after_quote, grounded.size(), stats.Prob(logits_[top]), t.remaining());
+                   node, after_quote, grounded.size(), list_stats.Prob(logits_[top]),
+                   t.remaining());
       // No branching at a plain string whose opening quote came with the key token (`":"`): the
       // value has already left the value-start state. An ungrounded enum still branches there.
       const bool quote_taken = after_quote && !sn.has_enum;
-      if (branch_type && !quote_taken && stats.Prob(logits_[top]) < pc.branch_threshold &&
+      if (branch_type && !quote_taken && n_allowed >= 2 &&
+          list_stats.Prob(logits_[top]) < pc.branch_threshold &&
           t.remaining() >= pc.branch_min_budget) {
         // Value-start branching: explore the best few first tokens, keep the best mean log-prob.
         std::vector<int32_t> cands;
@@ -475,8 +496,6 @@ void Session::DecodeCall(TurnState& t, bool require_call) {
                             return logits_[a] > logits_[b] || (logits_[a] == logits_[b] && a < b);
                           });
         cands.resize(width);
-        double cand_sum = 0;
-        for (int32_t c : cands) cand_sum += std::exp(double(logits_[c]) - stats.max);
         decoder_->Save(&branch_snapshot_);
         std::copy(logits_.begin(), logits_.end(), branch_logits_.begin());
         double best_score = -INFINITY;
@@ -488,20 +507,19 @@ void Session::DecodeCall(TurnState& t, bool require_call) {
           grammar::GrammarState bs;
           grammar::CallGrammar::CopyState(gs, &bs);
           std::vector<int32_t> ids{c};
-          // First token: log-prob over the valid tokens for the score, probability over the
-          // explored candidates for the confidence (closest fit, see doc/PROTOCOL-NOTES.md).
-          std::vector<double> probs{std::exp(double(logits_[c]) - stats.max) / cand_sum};
-          double sum_lp = stats.LogProb(logits_[c]);
+          // First token: its probability over the candidate list (score and confidence).
+          std::vector<double> probs{list_stats.Prob(logits_[c])};
+          double sum_lp = std::log(probs[0]);
           bool closed = advance_closes(bs, c);
           while (!closed && static_cast<int>(ids.size()) < pc.branch_max_tokens) {
             Feed(ids.back());
             if (tc.Mask(g, bs, allowed_) == 0) break;
-            // Extension tokens: greedy over the valid ones; the score uses the log-prob over the
-            // valid tokens, the confidence list the full-vocabulary probability.
-            const AllowedStats st = StatsOf(logits_, allowed_);
+            // Extension tokens: greedy over the valid ones, scored (and entered in the confidence
+            // list) with their full-vocabulary probability.
             const int32_t b = BestAllowed(allowed_);
-            sum_lp += st.LogProb(logits_[b]);
-            probs.push_back(std::exp(LogSoftmaxAt(logits_, b)));
+            const double lp = LogSoftmaxAt(logits_, b);
+            sum_lp += lp;
+            probs.push_back(std::exp(lp));
             ids.push_back(b);
             closed = advance_closes(bs, b);
           }

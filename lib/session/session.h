@@ -159,7 +159,8 @@ class Session {
   bool last_turn_had_calls_ = false;
   std::vector<float> logits_, branch_logits_;
   std::vector<uint8_t> allowed_, text_allowed_;
-  std::vector<int32_t> order_;  // token ids by logit (confidence walk scratch)
+  std::vector<uint8_t> value_start_list_;  // the engine's candidate list at a value start
+  std::vector<int32_t> order_;             // token ids by logit (confidence walk scratch)
   double prefix_seconds_ = 0;
 };
 
