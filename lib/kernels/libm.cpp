@@ -15,6 +15,8 @@
 #include <cstdint>
 #include <limits>
 
+#include "kernels/vmath.h"
+
 static_assert(FLT_EVAL_METHOD == 0, "the libm ports need strict float/double evaluation");
 
 namespace needle::kernels::libm {
@@ -32,44 +34,24 @@ constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 
 // ---- exp2 table shared by expf and powf: 2^(i/32) as double bits, minus i << 47, so adding
 // ki << 47 for ki = 32*e + i yields 2^(e + i/32). Wasm memory 8432.
-constexpr uint64_t kExp2Table[32] = {
-    0x3ff0000000000000, 0x3fefd9b0d3158574, 0x3fefb5586cf9890f, 0x3fef9301d0125b51,
-    0x3fef72b83c7d517b, 0x3fef54873168b9aa, 0x3fef387a6e756238, 0x3fef1e9df51fdee1,
-    0x3fef06fe0a31b715, 0x3feef1a7373aa9cb, 0x3feedea64c123422, 0x3feece086061892d,
-    0x3feebfdad5362a27, 0x3feeb42b569d4f82, 0x3feeab07dd485429, 0x3feea47eb03a5585,
-    0x3feea09e667f3bcd, 0x3fee9f75e8ec5f74, 0x3feea11473eb0187, 0x3feea589994cce13,
-    0x3feeace5422aa0db, 0x3feeb737b0cdc5e5, 0x3feec49182a3f090, 0x3feed503b23e255d,
-    0x3feee89f995ad3ad, 0x3feeff76f2fb5e47, 0x3fef199bdd85529c, 0x3fef3720dcef9069,
-    0x3fef5818dcfba487, 0x3fef7c97337b9b5f, 0x3fefa4afa2a490da, 0x3fefd0765b6e4540,
-};
+// The expf/logf tables and coefficients are shared with the SIMD array versions: one copy, in
+// kernels/vmath.h (vmath_internal).
+using vmath_internal::kExp2Table;
+using vmath_internal::kExpInvLn2N;
+using vmath_internal::kExpPoly;
+using vmath_internal::kExpShift;
+using vmath_internal::kLogInvC;
+using vmath_internal::kLogLn2;
+using vmath_internal::kLogLogC;
+using vmath_internal::kLogOff;
+using vmath_internal::kLogPoly;
 constexpr int kExp2TableBits = 5;
 // exp2 (powf): round-to-k/32 shifter 0x1.8p52/32 and 2^r ~ C0 r^3 + C1 r^2 + C2 r + 1.
 constexpr double kExp2ShiftScaled = 0x1.8p+47;  // memory 8688
 constexpr double kExp2Poly[3] = {0x1.c6af84b912394p-5, 0x1.ebfce50fac4f3p-3,
                                  0x1.62e42ff0c52d6p-1};  // 8696
-// expf: z = x*32/ln2 rounded with the 0x1.8p52 shifter; the polynomial is scaled by 1/32.
-constexpr double kExpShift = 0x1.8p+52;               // 8720
-constexpr double kExpInvLn2N = 0x1.71547652b82fep+5;  // 8728
-constexpr double kExpPoly[3] = {0x1.c6af84b912394p-20, 0x1.ebfce50fac4f3p-13,
-                                0x1.62e42ff0c52d6p-6};  // 8736
-
-// ---- logf: 16 subintervals of [0x1.66p-1, 0x1.66p0) around c, {1/c, ln c}. Memory 13000.
-constexpr double kLogTable[16][2] = {
-    {0x1.661ec79f8f3bep+0, -0x1.57bf7808caadep-2}, {0x1.571ed4aaf883dp+0, -0x1.2bef0a7c06ddbp-2},
-    {0x1.49539f0f010b0p+0, -0x1.01eae7f513a67p-2}, {0x1.3c995b0b80385p+0, -0x1.b31d8a68224e9p-3},
-    {0x1.30d190c8864a5p+0, -0x1.6574f0ac07758p-3}, {0x1.25e227b0b8ea0p+0, -0x1.1aa2bc79c8100p-3},
-    {0x1.1bb4a4a1a343fp+0, -0x1.a4e76ce8c0e5ep-4}, {0x1.12358f08ae5bap+0, -0x1.1973c5a611cccp-4},
-    {0x1.0953f419900a7p+0, -0x1.252f438e10c1ep-5}, {0x1.0p+0, 0x0.0p+0},
-    {0x1.e608cfd9a47acp-1, 0x1.aa5aa5df25984p-5},  {0x1.ca4b31f026aa0p-1, 0x1.c5e53aa362eb4p-4},
-    {0x1.b2036576afce6p-1, 0x1.526e57720db08p-3},  {0x1.9c2d163a1aa2dp-1, 0x1.bc2860d224770p-3},
-    {0x1.886e6037841edp-1, 0x1.1058bc8a07ee1p-2},  {0x1.767dcf5534862p-1, 0x1.4043057b6ee09p-2},
-};
-constexpr double kLogLn2 = 0x1.62e42fefa39efp-1;  // 13256
-constexpr double kLogPoly[3] = {-0x1.00ea348b88334p-2, 0x1.5575b0be00b6ap-2,
-                                -0x1.ffffef20a4123p-2};  // 13264
 // Both logs split x = 2^k * z with z in [0x1.66p-1, 0x1.66p0): subtracting kLogOff from the
 // bits puts the subinterval index in bits 19..22 and k in the top 9 bits.
-constexpr uint32_t kLogOff = 0x3f330000;
 
 // ---- powf's log2: same subintervals, {1/c, log2 c}, and log1p(r)/ln2 ~ A0 r^5 + ... + A4 r.
 constexpr double kPowLog2Table[16][2] = {
@@ -294,7 +276,7 @@ float Logf(float x) {
   const int i = static_cast<int>((tmp >> 19) % 16);
   const int k = static_cast<int32_t>(tmp) >> 23;  // arithmetic shift
   const uint32_t iz = ix - (tmp & 0xff800000);
-  const double invc = kLogTable[i][0], logc = kLogTable[i][1];
+  const double invc = kLogInvC[i], logc = kLogLogC[i];
   const double z = FloatFromBits(iz);
   const double r = z * invc - 1.0;  // log(x) = k ln2 + log(c) + log1p(r)
   const double y0 = logc + static_cast<double>(k) * kLogLn2;

@@ -36,8 +36,9 @@ void LogfArrayAvx512(const float* x, float* y, size_t n);
 float QuantizeI8Avx512(const float* v, size_t n, int8_t* q);
 #endif
 
-// Constants of libm::Expf / libm::Logf (copied from kernels/libm.cpp, which keeps its own private;
-// tests/vmath_test.cpp compares every ISA with libm.cpp bit for bit) for the ISA files.
+// Constants of libm::Expf / libm::Logf (read from the engine's wasm data section by
+// scripts/official/extract_libm_constants.py), the one copy used by kernels/libm.cpp and the ISA
+// files; tests/libm_test.cpp and tests/vmath_test.cpp hold both to the engine's bits.
 namespace vmath_internal {
 // 2^(i/32) as double bits minus i << 47; adding ki << 47 for ki = 32*e + i yields 2^(e + i/32).
 alignas(64) inline constexpr uint64_t kExp2Table[32] = {
