@@ -14,20 +14,11 @@
 // operations one at a time.
 #pragma once
 
-// GCC 12's AVX-512 intrinsics build their "undefined" pass-through operands from
-// self-initialized variables, which -Wuninitialized reports at every use (a false positive).
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#if !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
-#include <immintrin.h>
-#pragma GCC diagnostic pop
-
 #include <cstddef>
 #include <cstdint>
 
 #include "kernels/attention_i8.h"
+#include "kernels/x86_intrin.h"
 
 namespace needle::kernels {
 namespace {  // NOLINT(cert-dcl59-cpp, google-build-namespaces): one private copy per ISA file

@@ -2,22 +2,13 @@
 // the vpmaddubsw gemm / dot of cq_int8_avx512_impl.h. Bit-exact with the scalar reference
 // (cq_int8.cpp): the quantizer performs the reference's float operations on every element, 16
 // elements at a time; built with -ffp-contract=off. Only called after the dispatcher's CPU check.
-// GCC 12's AVX-512 intrinsics build their "undefined" pass-through operands from
-// self-initialized variables, which -Wuninitialized reports at every use (a false positive).
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#if !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
-#include <immintrin.h>
-#pragma GCC diagnostic pop
-
 #include <algorithm>
 #include <cmath>
 
 #include "kernels/cq_int8.h"
 #include "kernels/cq_int8_avx512_impl.h"
 #include "kernels/cq_int8_x86.h"
+#include "kernels/x86_intrin.h"
 
 namespace needle::kernels {
 

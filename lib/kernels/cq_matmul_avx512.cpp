@@ -1,19 +1,10 @@
 // AVX-512 (F/BW/VL/DQ) version of the CQ product (cq_matmul.h). Sixteen codes at a time become
 // levels with one variable shift and one 16-entry register table lookup (vpermps zmm), which
 // covers every code width without masks or blends. Only called after the dispatcher's CPU check.
-// GCC 12's AVX-512 intrinsics build their "undefined" pass-through operands from
-// self-initialized variables, which -Wuninitialized reports at every use (a false positive).
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#if !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
-#include <immintrin.h>
-#pragma GCC diagnostic pop
-
 #include <cstring>
 
 #include "kernels/cq_matmul.h"
+#include "kernels/x86_intrin.h"
 
 namespace needle::kernels {
 

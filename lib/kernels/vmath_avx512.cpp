@@ -3,19 +3,10 @@
 // lookups by vpermt2pd; no FMA, built with -ffp-contract=off) and the int8 quantizer (the
 // reference's f32 product and exact rounding per element, masked tails). Bit-exact with the scalar
 // references. Only called after the dispatcher's CPU check.
-// GCC 12's AVX-512 intrinsics build their "undefined" pass-through operands from
-// self-initialized variables, which -Wuninitialized reports at every use (a false positive).
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#if !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
-#include <immintrin.h>
-#pragma GCC diagnostic pop
-
 #include <cmath>
 
 #include "kernels/vmath.h"
+#include "kernels/x86_intrin.h"
 
 namespace needle::kernels {
 
