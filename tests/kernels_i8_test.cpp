@@ -49,6 +49,9 @@ std::vector<Variant> Variants() {
     if (k::GetCpuFeatures().avx512vnni)
       out.push_back({"avx512-vnni", &k::CqQuantizeI8Avx512, &k::CqGemmI8Avx512Vnni,
                      &k::DotI8Avx512Vnni, true});
+    if (k::GetCpuFeatures().avx512vnni && k::GetCpuFeatures().avx512vbmi)
+      out.push_back({"avx512-vbmi", &k::CqQuantizeI8Avx512, &k::CqGemmI8Avx512Vbmi,
+                     &k::DotI8Avx512Vnni, true});
   }
 #endif
   return out;

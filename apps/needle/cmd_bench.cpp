@@ -53,7 +53,7 @@ int32_t Argmax(const std::vector<float>& v) {
 void RunBench(const BenchArgs& a) {
   report::Stopwatch load_watch;
   const format::CactFile file = format::CactFile::Open(
-      a.model.path, a.model.no_mmap ? format::LoadMode::kRead : format::LoadMode::kMmap);
+      a.model.path, a.model.no_mmap ? format::LoadMode::kRead : format::LoadMode::kMmapPrefault);
   const model::Model model(file);
   const double load_seconds = load_watch.Seconds();
   const std::string sha = format::Sha256Hex(file.bytes());

@@ -98,7 +98,7 @@ void Run(const RunArgs& a) {
   const std::string tools_json = ReadTools(a.tools_path);
   report::Stopwatch load;
   const format::CactFile file = format::CactFile::Open(
-      a.model.path, a.model.no_mmap ? format::LoadMode::kRead : format::LoadMode::kMmap);
+      a.model.path, a.model.no_mmap ? format::LoadMode::kRead : format::LoadMode::kMmapPrefault);
   if (a.print_prompt) return PrintPrompt(file, a, tools_json);
 
   session::SessionConfig cfg;

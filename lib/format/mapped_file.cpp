@@ -43,12 +43,17 @@ MappedFile::MappedFile(const std::string& path, LoadMode mode) : label_(path) {
   if (::fstat(f.fd, &st) != 0) Fail<IoError>("{}: cannot stat: {}", path, std::strerror(errno));
   if (S_ISDIR(st.st_mode)) Fail<IoError>("{}: is a directory, expected a file", path);
   const uint64_t size = static_cast<uint64_t>(st.st_size);
-  if (mode == LoadMode::kMmap && size > 0 && S_ISREG(st.st_mode)) {
+  if (mode != LoadMode::kRead && size > 0 && S_ISREG(st.st_mode)) {
     void* p = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, f.fd, 0);
     if (p != MAP_FAILED) {
       data_ = static_cast<const uint8_t*>(p);
       size_ = size;
       mapped_ = true;
+      if (mode == LoadMode::kMmapPrefault) {
+        // Best effort: an older kernel (EINVAL) just faults pages in on first touch.
+        constexpr int kPopulateRead = 22;  // MADV_POPULATE_READ, Linux 5.14
+        (void)::madvise(p, size, kPopulateRead);
+      }
       return;
     }
   }

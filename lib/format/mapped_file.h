@@ -8,7 +8,11 @@
 
 namespace needle::format {
 
-enum class LoadMode { kMmap, kRead };
+// kMmap: pages are read on first touch (inspect: metadata only). kMmapPrefault: the whole mapping
+// is populated at open with one madvise(MADV_POPULATE_READ) (Linux >= 5.14; ignored elsewhere):
+// far cheaper than thousands of first-touch faults when every page will be read (run, bench).
+// kRead: a heap copy.
+enum class LoadMode { kMmap, kMmapPrefault, kRead };
 
 class MappedFile {
  public:

@@ -42,6 +42,7 @@ CpuFeatures Detect() {
     f.avx512bw = (ebx >> 30) & 1;
     f.avx512vl = (ebx >> 31) & 1;
     f.avx512vnni = f.avx512f && ((ecx >> 11) & 1);
+    f.avx512vbmi = f.avx512f && ((ecx >> 1) & 1);
   }
   unsigned eax1, ebx1, ecx1, edx1;
   if (eax >= 1 && __get_cpuid_count(7, 1, &eax1, &ebx1, &ecx1, &edx1))

@@ -15,6 +15,8 @@ struct CpuFeatures {
   // AVX512_VNNI (vpdpbusd / vpdpwssd on zmm): not an ISA level of its own; the avx512 kernel table
   // uses it inside when present. AVX-VNNI (the VEX form) is detected for information.
   bool avx512vnni = false, avxvnni = false;
+  // AVX512_VBMI (vpermb): used by the avx512 table's CQ gemm when present with AVX512_VNNI.
+  bool avx512vbmi = false;
   bool neon = false;
 };
 

@@ -12,6 +12,9 @@
 // the exact 128 * sum(q) per (token, group) afterwards. Without VNNI the tables hold |w| and the
 // sign of w moves onto the activation (masked negation; |w|, |q| <= 127, so vpmaddubsw's pair
 // sums, at most 2 * 127 * 127, never saturate).
+// With AVX512_VBMI (a third translation unit, cq_int8_avx512vbmi.cpp, VNNI + VBMI) the code->weight
+// lookup is one vpermb over a 64-entry table that repeats the codebook, so the bits above a code
+// need no mask: a 2-bit crumb or 4-bit nibble shifted to the bottom of its byte is looked up as is.
 #pragma once
 
 #include <algorithm>
@@ -31,6 +34,14 @@ constexpr bool kVnni = true;
 #else
 constexpr bool kVnni = false;
 #endif
+
+#if defined(__AVX512VBMI__)
+constexpr bool kVbmi = true;
+#else
+constexpr bool kVbmi = false;
+#endif
+
+static_assert(!kVbmi || kVnni, "the VBMI lookup leaves index bits the non-VNNI sign table needs");
 
 constexpr size_t kLanes = 16;
 // Groups whose token data (scales, VNNI offsets) and row norms are staged at a time; longer rows
@@ -56,6 +67,11 @@ class Unpacker {
     }
     table_ = _mm512_broadcast_i32x4(_mm_load_si128(reinterpret_cast<const __m128i*>(table)));
     sign_ = _mm512_broadcast_i32x4(_mm_load_si128(reinterpret_cast<const __m128i*>(sign)));
+    if constexpr (kVbmi) {  // entry k = table[k mod 2^bits]: vpermb reads 6 index bits
+      alignas(64) uint8_t wide[64];
+      for (size_t k = 0; k < 64; ++k) wide[k] = table[k % (size_t{1} << kCodeWidth)];
+      table64_ = _mm512_load_si512(wide);
+    }
   }
 
   // `codes`: the group's 16 * kBits code bytes.
@@ -69,13 +85,13 @@ class Unpacker {
       const __m512i mask = _mm512_set1_epi8(3);
       const __m512i shift01 = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(2), 1);
       const __m512i shift23 = _mm512_inserti64x4(_mm512_set1_epi16(4), _mm256_set1_epi16(6), 1);
-      idx[0] = _mm512_and_si512(_mm512_srlv_epi16(c, shift01), mask);
-      idx[1] = _mm512_and_si512(_mm512_srlv_epi16(c, shift23), mask);
+      idx[0] = Mask(_mm512_srlv_epi16(c, shift01), mask);
+      idx[1] = Mask(_mm512_srlv_epi16(c, shift23), mask);
     } else if constexpr (kBits == 4) {
       const __m512i c = _mm512_loadu_si512(codes);
       const __m512i mask = _mm512_set1_epi8(15);
-      idx[0] = _mm512_and_si512(c, mask);
-      idx[1] = _mm512_and_si512(_mm512_srli_epi16(c, 4), mask);
+      idx[0] = Mask(c, mask);
+      idx[1] = Mask(_mm512_srli_epi16(c, 4), mask);
     } else {
       // 48 bytes = 16 chunks of 3 bytes (8 codes each). Chunk d goes to dword d: its bytes are
       // moved into place (dword permute, then an in-lane byte shuffle), then codes 0..3 and 4..7
@@ -89,7 +105,7 @@ class Unpacker {
       idx[1] = Spread3(_mm512_srli_epi32(x, 12));
     }
     for (size_t h = 0; h < 2; ++h) {
-      out->w[h] = _mm512_shuffle_epi8(table_, idx[h]);
+      out->w[h] = Lookup(idx[h]);
       if constexpr (!kVnni) out->neg[h] = _mm512_movepi8_mask(_mm512_shuffle_epi8(sign_, idx[h]));
     }
   }
@@ -101,10 +117,10 @@ class Unpacker {
     if constexpr (kBits == 2) {
       const __m512i c = second ? _mm512_loadu_si512(codes) : _mm512_maskz_loadu_epi64(0x0F, codes);
       const __m512i mask = _mm512_set1_epi8(3);
-      idx[0] = _mm512_and_si512(c, mask);
-      idx[1] = _mm512_and_si512(_mm512_srli_epi16(c, 2), mask);
-      idx[2] = _mm512_and_si512(_mm512_srli_epi16(c, 4), mask);
-      idx[3] = _mm512_and_si512(_mm512_srli_epi16(c, 6), mask);
+      idx[0] = Mask(c, mask);
+      idx[1] = Mask(_mm512_srli_epi16(c, 2), mask);
+      idx[2] = Mask(_mm512_srli_epi16(c, 4), mask);
+      idx[3] = Mask(_mm512_srli_epi16(c, 6), mask);
     } else {
       const __m256i* p = reinterpret_cast<const __m256i*>(codes);
       __m512i x = _mm512_castsi256_si512(_mm256_loadu_si256(p));
@@ -114,19 +130,40 @@ class Unpacker {
         y = _mm512_inserti64x4(y, _mm256_loadu_si256(p + 3), 1);
       }
       const __m512i mask = _mm512_set1_epi8(15);
-      idx[0] = _mm512_and_si512(x, mask);
-      idx[1] = _mm512_and_si512(_mm512_srli_epi16(x, 4), mask);
-      idx[2] = _mm512_and_si512(y, mask);
-      idx[3] = _mm512_and_si512(_mm512_srli_epi16(y, 4), mask);
+      idx[0] = Mask(x, mask);
+      idx[1] = Mask(_mm512_srli_epi16(x, 4), mask);
+      idx[2] = Mask(y, mask);
+      idx[3] = Mask(_mm512_srli_epi16(y, 4), mask);
     }
     for (size_t j = 0; j < 4; ++j) {
-      out[j / 2].w[j % 2] = _mm512_shuffle_epi8(table_, idx[j]);
+      out[j / 2].w[j % 2] = Lookup(idx[j]);
       if constexpr (!kVnni)
         out[j / 2].neg[j % 2] = _mm512_movepi8_mask(_mm512_shuffle_epi8(sign_, idx[j]));
     }
   }
 
  private:
+  static constexpr uint32_t kCodeWidth = kBits == 4 ? 4 : kBits == 3 ? 3 : 2;
+
+  // Codes at the bottom of each byte (bits above them: other codes) -> indices for Lookup.
+  static __m512i Mask(__m512i v, __m512i mask) {
+    if constexpr (kVbmi) {
+      (void)mask;
+      return v;
+    } else {
+      return _mm512_and_si512(v, mask);
+    }
+  }
+
+  // Per byte: the table entry of its index (VBMI: low 6 bits; otherwise a masked 4-bit index).
+  __m512i Lookup(__m512i idx) const {
+#if defined(__AVX512VBMI__)
+    return _mm512_permutexvar_epi8(idx, table64_);
+#else
+    return _mm512_shuffle_epi8(table_, idx);
+#endif
+  }
+
   // Four 3-bit fields at bits 0, 3, 6, 9 of every dword -> bytes 0..3 of that dword.
   static __m512i Spread3(__m512i v) {
     constexpr int kOrAnd = 0xF8;  // a | (b & c)
@@ -138,6 +175,7 @@ class Unpacker {
   }
 
   __m512i table_, sign_;
+  __m512i table64_ = _mm512_setzero_si512();  // VBMI only
 };
 
 // acc += int32 partial dots of one group's weights with 128 activations a (two 64-byte vectors).
@@ -533,9 +571,24 @@ void GemmI8(const CqMatrix& m, const I8Codebook& cb, const I8Acts& acts, size_t 
 
 // Exact for any int8 values (including -128): both sides widened to int16, pairs summed by
 // vpmaddwd (or vpdpwssd) into int32.
-int32_t DotI8(const int8_t* a, const int8_t* b, size_t n) {
+// With VNNI, 64 bytes per step: a + 128 (a byte XOR 0x80) is unsigned, so vpdpbusd gives
+// sum((a + 128) * b) exactly, and a second vpdpbusd with ones gives sum(b) to subtract 128 times.
+[[maybe_unused]] int32_t DotI8(const int8_t* a, const int8_t* b, size_t n) {
   __m512i acc = _mm512_setzero_si512();
   size_t i = 0;
+#if defined(__AVX512VNNI__)
+  {
+    const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80)), ones = _mm512_set1_epi8(1);
+    __m512i bsum = _mm512_setzero_si512();
+    for (; i + 64 <= n; i += 64) {
+      const __m512i x = _mm512_xor_si512(_mm512_loadu_si512(a + i), flip);
+      const __m512i z = _mm512_loadu_si512(b + i);
+      acc = _mm512_dpbusd_epi32(acc, x, z);
+      bsum = _mm512_dpbusd_epi32(bsum, ones, z);
+    }
+    acc = _mm512_sub_epi32(acc, _mm512_slli_epi32(bsum, 7));
+  }
+#endif
   for (; i + 32 <= n; i += 32) {
     const __m512i x =
         _mm512_cvtepi8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(a + i)));

@@ -47,6 +47,10 @@ int32_t DotI8Avx512(const int8_t* a, const int8_t* b, size_t n);
 void CqGemmI8Avx512Vnni(const CqMatrix& m, const I8Codebook& cb, const I8Acts& acts,
                         size_t row_begin, size_t row_end, float* y, size_t ldy);
 int32_t DotI8Avx512Vnni(const int8_t* a, const int8_t* b, size_t n);
+
+// AVX-512 + VNNI + VBMI (vpermb code lookup); requires CpuFeatures::avx512vnni and avx512vbmi.
+void CqGemmI8Avx512Vbmi(const CqMatrix& m, const I8Codebook& cb, const I8Acts& acts,
+                        size_t row_begin, size_t row_end, float* y, size_t ldy);
 #endif
 
 }  // namespace needle::kernels

@@ -37,6 +37,24 @@ void ZcNorm(const float* x, const float* scale, size_t n, float eps, float* out)
   for (size_t i = 0; i < n; ++i) out[i] = r * (x[i] * (scale[i] + 1.0f));
 }
 
+void ZcNormRows(const float* x, const float* scale, size_t rows, size_t n, float eps,
+                float* out) {
+  constexpr size_t kBlock = 16;
+  for (size_t r0 = 0; r0 < rows; r0 += kBlock) {
+    const size_t m = std::min(kBlock, rows - r0);
+    float ss[kBlock] = {};
+    const float* xr = x + r0 * n;
+    for (size_t i = 0; i < n; ++i)
+      for (size_t r = 0; r < m; ++r) ss[r] = ss[r] + xr[r * n + i] * xr[r * n + i];
+    for (size_t r = 0; r < m; ++r) {
+      const float inv = 1.0f / std::sqrt(ss[r] / static_cast<float>(n) + eps);
+      const float* xi = xr + r * n;
+      float* o = out + (r0 + r) * n;
+      for (size_t i = 0; i < n; ++i) o[i] = inv * (xi[i] * (scale[i] + 1.0f));
+    }
+  }
+}
+
 void Softmax(float* x, size_t n) {
   if (n == 0) return;
   const float m = *std::max_element(x, x + n);

@@ -26,6 +26,10 @@ float InvRms(const float* x, size_t n, float eps);
 void RmsUnit(const float* x, size_t n, float eps, float* out);
 // Zero-centred RMS norm: out_i = inv_rms(x) * (x_i * (scale_i + 1.0f))   (in place allowed).
 void ZcNorm(const float* x, const float* scale, size_t n, float eps, float* out);
+// ZcNorm of `rows` consecutive rows of n values (x [rows, n], out may alias x), one scale for all.
+// Each row's sum runs in its own order as in ZcNorm; the rows' sums are interleaved so their
+// dependency chains overlap (per-head norms: 12 chains of 64 instead of one of 768).
+void ZcNormRows(const float* x, const float* scale, size_t rows, size_t n, float eps, float* out);
 // In-place softmax over n values (max-subtracted, musl expf, sequential sum).
 void Softmax(float* x, size_t n);
 // Log-sum-exp of n values with stride between values, as the engine's Sinkhorn: m = -1e30f,

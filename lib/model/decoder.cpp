@@ -433,16 +433,11 @@ void Decoder::RunBlock(const int32_t* ids, size_t n, float* logits, size_t logit
     numerics_->Project(h_.data(), n, d, qkvg);
     ForTokens(n, [&](size_t t) {
       const float* cs = &rope_cs_[t * hd];
-      for (size_t h = 0; h < g.num_heads; ++h) {
-        float* q = &q_[t * ad + h * hd];
-        kernels::ZcNorm(q, lw.q_norm.data(), hd, kEps, q);
-        kernels::RopeRotate(q, hd, cs);
-      }
-      for (size_t h = 0; h < g.num_kv_heads; ++h) {
-        float* k = &k_[t * kvd + h * hd];
-        kernels::ZcNorm(k, lw.k_norm.data(), hd, kEps, k);
-        kernels::RopeRotate(k, hd, cs);
-      }
+      kernels::ZcNormRows(&q_[t * ad], lw.q_norm.data(), g.num_heads, hd, kEps, &q_[t * ad]);
+      kernels::ZcNormRows(&k_[t * kvd], lw.k_norm.data(), g.num_kv_heads, hd, kEps, &k_[t * kvd]);
+      for (size_t h = 0; h < g.num_heads; ++h) kernels::RopeRotate(&q_[t * ad + h * hd], hd, cs);
+      for (size_t h = 0; h < g.num_kv_heads; ++h)
+        kernels::RopeRotate(&k_[t * kvd + h * hd], hd, cs);
     });
     numerics_->Attention(li, Ring(), position_, n, q_.data(), k_.data(), v_.data(), o_.data());
     // o = o * (1 / (expf(-g) + 1)), the exponentials as one array call.

@@ -106,33 +106,38 @@ class ForwardNumerics {
 std::unique_ptr<ForwardNumerics> MakeF32Numerics(const NumericsContext& ctx);
 std::unique_ptr<ForwardNumerics> MakeOfficialNumerics(const NumericsContext& ctx);
 
-// Runs fn(job, row_begin, row_end) over chunks of kRowsPerChunk rows of every job: on the calling
+// Runs fn(job, row_begin, row_end) over chunks of whole 16-row tiles of every job: on the calling
 // thread when `work` (multiply-adds) is small, else on the context's pool. Each output row is
 // computed by exactly one call in a fixed order, so results do not depend on the thread count.
 template <class Fn>
 void RunRowChunks(const NumericsContext& ctx, std::span<const ProjectJob> jobs, size_t work,
                   const Fn& fn) {
-  constexpr size_t kRowsPerChunk = 16;
+  // Chunks are whole 16-row tiles, about four per thread: enough to even out a descheduled
+  // thread, few enough that claiming chunks and re-staging activations stay cheap.
+  constexpr size_t kTileRows = 16;
+  constexpr size_t kChunksPerThread = 4;
   constexpr size_t kParallelMinWork = size_t{1} << 18;
   constexpr size_t kMaxJobs = 8;
-  size_t first_chunk[kMaxJobs + 1] = {0};
   size_t rows = 0;
-  for (size_t k = 0; k < jobs.size(); ++k) {
-    const size_t r = jobs[k].row_end - jobs[k].row_begin;
-    rows += r;
-    first_chunk[k + 1] = first_chunk[k] + (r + kRowsPerChunk - 1) / kRowsPerChunk;
-  }
+  for (const ProjectJob& j : jobs) rows += j.row_end - j.row_begin;
   if (ctx.threads <= 1 || jobs.size() > kMaxJobs || work < kParallelMinWork ||
-      rows < 2 * kRowsPerChunk) {
+      rows < 2 * kTileRows) {
     for (const ProjectJob& j : jobs) fn(j, j.row_begin, j.row_end);
     return;
+  }
+  const size_t target = rows / (static_cast<size_t>(ctx.threads) * kChunksPerThread);
+  const size_t rows_per_chunk = std::max(kTileRows, (target + kTileRows - 1) / kTileRows * kTileRows);
+  size_t first_chunk[kMaxJobs + 1] = {0};
+  for (size_t k = 0; k < jobs.size(); ++k) {
+    const size_t r = jobs[k].row_end - jobs[k].row_begin;
+    first_chunk[k + 1] = first_chunk[k] + (r + rows_per_chunk - 1) / rows_per_chunk;
   }
   ctx.pool->Run(first_chunk[jobs.size()], [&](size_t c) {
     size_t k = 0;
     while (c >= first_chunk[k + 1]) ++k;
     const ProjectJob& j = jobs[k];
-    const size_t b = j.row_begin + (c - first_chunk[k]) * kRowsPerChunk;
-    fn(j, b, std::min(j.row_end, b + kRowsPerChunk));
+    const size_t b = j.row_begin + (c - first_chunk[k]) * rows_per_chunk;
+    fn(j, b, std::min(j.row_end, b + rows_per_chunk));
   });
 }
 
