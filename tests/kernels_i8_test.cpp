@@ -280,7 +280,7 @@ TEST_CASE("integer CQ gemm: every table matches the reference bit for bit on awk
   RequireFastVariants(variants);
   std::mt19937 rng(23);
   const size_t rows_list[] = {1, 2, 3, 5, 7, 8, 15, 16, 17, 31, 33, 63, 65};
-  const size_t cols_list[] = {1, 77, 130, 300, 555, 1000};
+  const size_t cols_list[] = {1, 77, 130, 300, 384, 512, 555, 1000};  // 1 to 8 groups
   size_t cases = 0, nonzero = 0, outputs = 0;
   struct Code {
     uint32_t bits;

@@ -461,6 +461,11 @@ inline __m512 PairStep(const Unpacker<kBits>& unpack, const uint8_t* codes, size
   return acc;
 }
 
+// A mask of the first `words` (<= 32) 16-bit lanes.
+inline __mmask32 WordMask(size_t words) {
+  return words >= 32 ? ~__mmask32{0} : static_cast<__mmask32>((1u << words) - 1u);
+}
+
 // Rows [r0, r0 + 16) (all present: codes and norms of consecutive rows are contiguous), the one
 // token, groups [g0, g1) of the chains (resumed from y when g0 > 0).
 template <uint32_t kBits>
@@ -482,6 +487,23 @@ void PairTile(const Unpacker<kBits>& unpack, const GemmArgs& a, const PairActs& 
   float* const yr = a.y + (r0 - a.row_begin);
   __m512 acc = g0 > 0 ? _mm512_loadu_ps(yr) : _mm512_setzero_ps();
   size_t g = g0;
+  if (groups <= 4) {
+    // The tile's norms are at most 64 f16 in a row (16 rows x groups): two loads, then one word
+    // permute per pair picks row r's norm of group g into word r and of g + 1 into word 16 + r
+    // (a gather here cost more than the pair's dot products).
+    const size_t words = kLanes * groups;
+    const __m512i lo = _mm512_maskz_loadu_epi16(WordMask(std::min<size_t>(words, 32)), norms);
+    const __m512i hi =
+        words > 32 ? _mm512_maskz_loadu_epi16(WordMask(words - 32), norms + 64) : lo;
+    alignas(64) uint16_t first[32];
+    for (size_t l = 0; l < 32; ++l) first[l] = static_cast<uint16_t>((l % 16) * groups + l / 16);
+    const __m512i base = _mm512_load_si512(first);
+    for (; g + 2 <= g1; g += 2) {
+      const __m512i idx = _mm512_add_epi16(base, _mm512_set1_epi16(static_cast<int16_t>(g)));
+      acc = PairStep<kBits, true>(unpack, codes + g * 16 * kBits, m.row_bytes, pa, g - g0,
+                                  _mm512_permutex2var_epi16(lo, idx, hi), cb, acc);
+    }
+  }
   for (; g + 2 <= g1; g += 2) {
     const __m512i n2 = _mm512_i32gather_epi32(nidx, norms + 2 * g, 1);
     acc = PairStep<kBits, true>(unpack, codes + g * 16 * kBits, m.row_bytes, pa, g - g0,
@@ -579,14 +601,27 @@ void GemmI8(const CqMatrix& m, const I8Codebook& cb, const I8Acts& acts, size_t 
 #if defined(__AVX512VNNI__)
   {
     const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80)), ones = _mm512_set1_epi8(1);
-    __m512i bsum = _mm512_setzero_si512();
+    // Two accumulators of each kind: four independent vpdpbusd chains hide its latency.
+    __m512i acc2 = _mm512_setzero_si512(), bsum = _mm512_setzero_si512(),
+            bsum2 = _mm512_setzero_si512();
+    for (; i + 128 <= n; i += 128) {
+      const __m512i x = _mm512_xor_si512(_mm512_loadu_si512(a + i), flip);
+      const __m512i z = _mm512_loadu_si512(b + i);
+      const __m512i x2 = _mm512_xor_si512(_mm512_loadu_si512(a + i + 64), flip);
+      const __m512i z2 = _mm512_loadu_si512(b + i + 64);
+      acc = _mm512_dpbusd_epi32(acc, x, z);
+      bsum = _mm512_dpbusd_epi32(bsum, ones, z);
+      acc2 = _mm512_dpbusd_epi32(acc2, x2, z2);
+      bsum2 = _mm512_dpbusd_epi32(bsum2, ones, z2);
+    }
     for (; i + 64 <= n; i += 64) {
       const __m512i x = _mm512_xor_si512(_mm512_loadu_si512(a + i), flip);
       const __m512i z = _mm512_loadu_si512(b + i);
       acc = _mm512_dpbusd_epi32(acc, x, z);
       bsum = _mm512_dpbusd_epi32(bsum, ones, z);
     }
-    acc = _mm512_sub_epi32(acc, _mm512_slli_epi32(bsum, 7));
+    acc = _mm512_sub_epi32(_mm512_add_epi32(acc, acc2),
+                           _mm512_slli_epi32(_mm512_add_epi32(bsum, bsum2), 7));
   }
 #endif
   for (; i + 32 <= n; i += 32) {
