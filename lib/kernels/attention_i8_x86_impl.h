@@ -26,6 +26,7 @@ namespace {  // NOLINT(cert-dcl59-cpp, google-build-namespaces): one private cop
 constexpr float kAttendNegInit = -1e30f;  // the engine's running-max start
 constexpr size_t kHeadLanes = 8;          // heads per ymm in the softmax and score chains
 constexpr size_t kCodeVectors = 4;        // V: vectors of head_dim per chunk
+constexpr size_t kPrefetchKeys = 8;       // keys ahead whose K / V rows are prefetched
 
 // Sum of each input's int32 lanes: lane l of the result = sum of the lanes of p[l] (exact).
 inline __m256i Reduce8(const __m256i p[8]) {
@@ -74,6 +75,11 @@ void VTile(const float* pw, size_t heads, size_t h0, const uint32_t* slots, size
   for (size_t i = 0; i < count; ++i) {
     const size_t slot = slots[i];
     const int8_t* vp = v + slot * kv_dim;
+    // The ring is read through the slot list and misses L2 (L3 latency on every key): ask
+    // for the row a few keys ahead.
+    if (i + kPrefetchKeys < count)
+      _mm_prefetch(reinterpret_cast<const char*>(v + slots[i + kPrefetchKeys] * kv_dim),
+                   _MM_HINT_T0);
     const float vs = v_scale[slot * kv_blocks];
     Vec x[kCodeVectors];
     for (size_t k = 0; k < kCodeVectors; ++k) x[k] = Isa::LoadCodes(vp + k * Isa::kLanes);
@@ -117,6 +123,10 @@ void AttendX86(const I8Queries& q, const I8KvView& kv, const uint32_t* slots, si
   for (size_t i = 0; i < count; ++i) {
     const size_t slot = slots[i];
     const int8_t* krow = kv.k + slot * kvd;
+    if (i + kPrefetchKeys < count) {  // the key row (kvd bytes) a few keys ahead
+      const char* next = reinterpret_cast<const char*>(kv.k + slots[i + kPrefetchKeys] * kvd);
+      for (size_t off = 0; off < kvd; off += 64) _mm_prefetch(next + off, _MM_HINT_T0);
+    }
     const float* ks = kv.k_scale + slot * kvb;
     for (size_t e0 = 0; e0 < E; e0 += 8) {
       typename Isa::Part parts[8];
