@@ -80,6 +80,7 @@ void RunBench(const BenchArgs& a) {
             cfg.threads = threads;
             cfg.kernels = &table;
             cfg.path = model::ParseNumericPath(numerics);
+            report::ResetPeakRss();  // per-point peak (earlier points' buffers are freed)
             model::Decoder dec(model, cfg);
             const std::vector<int32_t> prompt = MakePrompt(g.vocab, pp, a.seed);
             std::vector<float> logits(g.vocab);
@@ -113,6 +114,9 @@ void RunBench(const BenchArgs& a) {
               if (tg > 0) r.decode_tok_s.push_back(tg / decode_s);
             }
             r.peak_rss_bytes = report::PeakRssBytes();
+            r.weight_bytes_per_token =
+                model::WeightBytesPerToken(model.weights(), cfg.path == model::NumericPath::kOfficial);
+            r.read_bytes_per_s = report::MeasureReadBandwidth(r.weight_bytes_per_token, 0.05);
             records.push_back(std::move(r));
           }
         }

@@ -124,4 +124,17 @@ Weights LoadWeights(const format::CactFile& f) {
   return w;
 }
 
+uint64_t WeightBytesPerToken(const Weights& w, bool int8_phi) {
+  auto cq = [](const kernels::CqMatrix& m) -> uint64_t {
+    return m.rows * (m.row_bytes + m.groups_per_row * 2);
+  };
+  uint64_t bytes = cq(w.embedding);
+  for (const LayerWeights& l : w.layers)
+    bytes += cq(l.q_proj) + cq(l.k_proj) + cq(l.v_proj) + cq(l.gate_proj) + cq(l.out_proj);
+  for (const EngramWeights& e : w.engram) bytes += cq(e.key_proj) + cq(e.value_proj);
+  for (const kernels::CqMatrix* m : {&w.phi_pre, &w.phi_post, &w.phi_res})
+    bytes += int8_phi ? m->rows * (m->cols + 4) : cq(*m);
+  return bytes;
+}
+
 }  // namespace needle::model

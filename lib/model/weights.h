@@ -62,4 +62,9 @@ kernels::CqMatrix CqMatrixOf(const format::CactFile& file, const format::TensorI
 // matrix is not CQ or a shape does not match the geometry.
 Weights LoadWeights(const format::CactFile& file);
 
+// Bytes of weights one decoded token reads (codes and group norms of every projection, the LM head,
+// the mHC φ rows: as int8 copies when `int8_phi`, the official path, else as CQ), the floor of
+// memory traffic per token; a single table row (embedding, engram) is not counted.
+uint64_t WeightBytesPerToken(const Weights& w, bool int8_phi);
+
 }  // namespace needle::model

@@ -11,6 +11,18 @@ namespace needle::report {
 
 double BenchRecord::prefill_median() const { return Median(prefill_tok_s); }
 double BenchRecord::decode_median() const { return Median(decode_tok_s); }
+double BenchRecord::decode_ceiling_tok_s() const {
+  return weight_bytes_per_token ? read_bytes_per_s / static_cast<double>(weight_bytes_per_token)
+                                : 0.0;
+}
+
+namespace {
+// Percent of the read ceiling reached by the decode median (0 without a measurement).
+double PercentOfCeiling(const BenchRecord& r) {
+  const double c = r.decode_ceiling_tok_s();
+  return c > 0 ? 100.0 * r.decode_median() / c : 0.0;
+}
+}  // namespace
 
 BenchFormat ParseBenchFormat(const std::string& s) {
   if (s == "md") return BenchFormat::kMarkdown;
@@ -39,6 +51,10 @@ nlohmann::ordered_json ToJson(const BenchRecord& r) {
   j["decode_samples"] = r.decode_tok_s;
   j["peak_rss_bytes"] = r.peak_rss_bytes;
   j["model_bytes"] = r.model_bytes;
+  j["weight_bytes_per_token"] = r.weight_bytes_per_token;
+  j["read_gb_s"] = r.read_bytes_per_s / 1e9;
+  j["decode_ceiling_tok_s"] = r.decode_ceiling_tok_s();
+  j["decode_pct_of_ceiling"] = PercentOfCeiling(r);
   return j;
 }
 
@@ -73,20 +89,20 @@ std::string Render(const std::vector<BenchRecord>& records, const SystemInfo& sy
     case BenchFormat::kCsv: {
       std::string out =
           "model,isa,path,threads,prompt_tokens,gen_tokens,repetitions,load_seconds,"
-          "prefill_tok_s,decode_tok_s,peak_rss_bytes,cpu\n";
+          "prefill_tok_s,decode_tok_s,peak_rss_bytes,decode_ceiling_tok_s,cpu\n";
       for (const auto& r : records)
-        out += fmt::format("\"{}\",{},{},{},{},{},{},{:.4f},{:.2f},{:.2f},{},\"{}\"\n", r.model,
-                           r.isa, r.path, r.threads, r.prompt_tokens, r.gen_tokens, r.repetitions,
-                           r.load_seconds, r.prefill_median(), r.decode_median(), r.peak_rss_bytes,
-                           sys.cpu_model);
+        out += fmt::format("\"{}\",{},{},{},{},{},{},{:.4f},{:.2f},{:.2f},{},{:.2f},\"{}\"\n",
+                           r.model, r.isa, r.path, r.threads, r.prompt_tokens, r.gen_tokens,
+                           r.repetitions, r.load_seconds, r.prefill_median(), r.decode_median(),
+                           r.peak_rss_bytes, r.decode_ceiling_tok_s(), sys.cpu_model);
       return out;
     }
     case BenchFormat::kMarkdown: {
       using A = Table::Align;
       Table t({"isa", "path", "threads", "pp", "tg", "load s", "prefill tok/s", "decode tok/s",
-               "peak RSS MiB"},
+               "% of read ceiling", "peak RSS MiB"},
               {A::kLeft, A::kLeft, A::kRight, A::kRight, A::kRight, A::kRight, A::kRight, A::kRight,
-               A::kRight});
+               A::kRight, A::kRight});
       for (const auto& r : records)
         t.AddRow(
             {r.isa, r.path, std::to_string(r.threads), std::to_string(r.prompt_tokens),
@@ -94,10 +110,21 @@ std::string Render(const std::vector<BenchRecord>& records, const SystemInfo& sy
              fmt::format("{:.1f} ± {:.1f}", r.prefill_median(),
                          MedianAbsDeviation(r.prefill_tok_s)),
              fmt::format("{:.1f} ± {:.1f}", r.decode_median(), MedianAbsDeviation(r.decode_tok_s)),
+             r.decode_ceiling_tok_s() > 0
+                 ? fmt::format("{:.0f}% of {:.0f}", PercentOfCeiling(r), r.decode_ceiling_tok_s())
+                 : std::string("-"),
              fmt::format("{:.1f}", double(r.peak_rss_bytes) / (1024.0 * 1024.0))});
       std::string out = fmt::format("cpu: {} ({} logical cores), {}, {}\n", sys.cpu_model,
                                     sys.logical_cores, sys.os, sys.compiler);
-      if (!records.empty()) out += fmt::format("model: {}\n", records.front().model);
+      if (!records.empty()) {
+        out += fmt::format("model: {}\n", records.front().model);
+        const BenchRecord& r = records.front();
+        if (r.weight_bytes_per_token)
+          out += fmt::format(
+              "read ceiling: a decoded token reads {:.2f} MB of weights; one thread reads a buffer "
+              "that size at {:.1f} GB/s (measured after each point)\n",
+              r.weight_bytes_per_token / 1e6, r.read_bytes_per_s / 1e9);
+      }
       return out + t.Render();
     }
   }

@@ -27,6 +27,13 @@ struct BenchRecord {
   std::vector<double> decode_tok_s;
   uint64_t peak_rss_bytes = 0;  // process peak after all repetitions
   uint64_t model_bytes = 0;
+  // Machine limit measured at this point: weights one decoded token reads, and one thread's read
+  // bandwidth over a buffer that size (best of repeated passes, right after the repetitions).
+  uint64_t weight_bytes_per_token = 0;
+  double read_bytes_per_s = 0;
+
+  // read_bytes_per_s / weight_bytes_per_token: decode speed if only weight reads cost time.
+  double decode_ceiling_tok_s() const;
 
   double prefill_median() const;
   double decode_median() const;

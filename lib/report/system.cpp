@@ -5,7 +5,10 @@
 #include <sys/utsname.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <chrono>
 #include <fstream>
+#include <vector>
 #include <sstream>
 
 namespace needle::report {
@@ -27,6 +30,14 @@ uint64_t StatusKb(const char* key) {
   return 0;
 }
 }  // namespace
+
+bool ResetPeakRss() {
+  std::ofstream f("/proc/self/clear_refs");
+  if (!f) return false;
+  f << "5";
+  f.flush();
+  return static_cast<bool>(f);
+}
 
 uint64_t PeakRssBytes() {
   uint64_t kb = StatusKb("VmHWM");
@@ -66,6 +77,30 @@ SystemInfo GetSystemInfo() {
 #endif
   s.version = NEEDLE_VERSION;
   return s;
+}
+
+double MeasureReadBandwidth(size_t bytes, double budget_seconds) {
+  using Clock = std::chrono::steady_clock;
+  const size_t words = std::max<size_t>(bytes / 8, 1024) / 8 * 8;
+  std::vector<uint64_t> buf(words);
+  for (size_t i = 0; i < words; ++i) buf[i] = i;  // touched: resident before timing
+  double best = 0;
+  uint64_t sink = 0;
+  const Clock::time_point end =
+      Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                         std::chrono::duration<double>(budget_seconds));
+  for (int pass = 0; pass < 3 || Clock::now() < end; ++pass) {
+    const Clock::time_point t0 = Clock::now();
+    uint64_t acc[8] = {};  // independent chains: the loads, not the adds, set the pace
+    for (size_t i = 0; i < words; i += 8)
+      for (size_t j = 0; j < 8; ++j) acc[j] += buf[i + j];
+    const double s = std::chrono::duration<double>(Clock::now() - t0).count();
+    for (uint64_t a : acc) sink ^= a;
+    if (s > 0) best = std::max(best, static_cast<double>(words * 8) / s);
+    if (pass > 1000) break;
+  }
+  __asm__ volatile("" : : "r"(sink));  // the sums must not be optimized away
+  return best;
 }
 
 }  // namespace needle::report

@@ -1,6 +1,7 @@
 // Facts about the process and machine for reports: peak/current RSS, CPU model, core count.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 
@@ -8,6 +9,9 @@ namespace needle::report {
 
 // Peak resident set size of this process so far, in bytes (VmHWM; getrusage fallback).
 uint64_t PeakRssBytes();
+// Resets the peak (VmHWM) to the current RSS (writes 5 to /proc/self/clear_refs, Linux); returns
+// false where that is not possible (the peak then stays process-wide).
+bool ResetPeakRss();
 // Current resident set size in bytes (VmRSS).
 uint64_t CurrentRssBytes();
 
@@ -19,5 +23,11 @@ struct SystemInfo {
   std::string version;   // needle version
 };
 SystemInfo GetSystemInfo();
+
+// Read bandwidth of this machine now, in bytes per second: the best of repeated sequential reads
+// of a `bytes` buffer (the size a decoded token streams: the cache level it lives in is the one
+// measured) within about `budget_seconds`. A machine limit to judge kernels against, measured in
+// the same run as they are (the machine may be shared and noisy).
+double MeasureReadBandwidth(size_t bytes, double budget_seconds);
 
 }  // namespace needle::report
