@@ -55,3 +55,30 @@ TEST_CASE("RSS readings grow with touched memory", "[report]") {
   CHECK(PeakRssBytes() >= after);
   CHECK(block[12345] == 1);
 }
+
+TEST_CASE("bench records carry the read ceiling measured beside them", "[report]") {
+  BenchRecord r;
+  r.decode_tok_s = {500, 500};
+  r.weight_bytes_per_token = 10'000'000;
+  r.read_bytes_per_s = 50e9;  // ceiling 5,000 tok/s
+  const auto j = nlohmann::json::parse(Render({r}, GetSystemInfo(), BenchFormat::kJson));
+  CHECK(j["records"][0]["decode_ceiling_tok_s"] == 5000.0);
+  CHECK(j["records"][0]["decode_pct_of_ceiling"] == 10.0);
+  CHECK(Render({r}, GetSystemInfo(), BenchFormat::kMarkdown).find("10% of 5000") !=
+        std::string::npos);
+  // The probe itself: a real, finite bandwidth for a buffer of a few MB.
+  const double bw = MeasureReadBandwidth(4 << 20, 0.01);
+  CHECK(bw > 1e8);
+  CHECK(bw < 1e13);
+}
+
+TEST_CASE("the peak RSS can be reset between bench points", "[report]") {
+  {
+    std::vector<char> block(96 << 20, 1);  // a 96 MiB peak, then freed
+    CHECK(block[777] == 1);
+  }
+  const uint64_t high = PeakRssBytes();
+  REQUIRE(ResetPeakRss());  // Linux: /proc/self/clear_refs
+  const uint64_t reset = PeakRssBytes();
+  CHECK(reset + (64u << 20) <= high);
+}
