@@ -114,8 +114,8 @@ void RunBench(const BenchArgs& a) {
               if (tg > 0) r.decode_tok_s.push_back(tg / decode_s);
             }
             r.peak_rss_bytes = report::PeakRssBytes();
-            r.weight_bytes_per_token =
-                model::WeightBytesPerToken(model.weights(), cfg.path == model::NumericPath::kOfficial);
+            r.weight_bytes_per_token = model::WeightBytesPerToken(
+                model.weights(), cfg.path == model::NumericPath::kOfficial);
             r.read_bytes_per_s = report::MeasureReadBandwidth(r.weight_bytes_per_token, 0.05);
             records.push_back(std::move(r));
           }

@@ -493,8 +493,7 @@ void PairTile(const Unpacker<kBits>& unpack, const GemmArgs& a, const PairActs& 
     // (a gather here cost more than the pair's dot products).
     const size_t words = kLanes * groups;
     const __m512i lo = _mm512_maskz_loadu_epi16(WordMask(std::min<size_t>(words, 32)), norms);
-    const __m512i hi =
-        words > 32 ? _mm512_maskz_loadu_epi16(WordMask(words - 32), norms + 64) : lo;
+    const __m512i hi = words > 32 ? _mm512_maskz_loadu_epi16(WordMask(words - 32), norms + 64) : lo;
     alignas(64) uint16_t first[32];
     for (size_t l = 0; l < 32; ++l) first[l] = static_cast<uint16_t>((l % 16) * groups + l / 16);
     const __m512i base = _mm512_load_si512(first);

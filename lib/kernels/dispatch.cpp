@@ -20,7 +20,8 @@ const KernelTable kAvx2{"avx2",         &CqGemmAvx2,     &CqQuantizeI8Avx2,
                         &LogfArrayAvx2, &QuantizeI8Avx2, &AttendI8Avx2};
 
 // AVX512_VNNI (and with it AVX512_VBMI) is used inside the avx512 table when the CPU has it (same
-// activation layout, same bits); it is not a level of its own, so --isa avx512 keeps meaning F/BW/VL/DQ CPUs.
+// activation layout, same bits); it is not a level of its own, so --isa avx512 keeps meaning
+// F/BW/VL/DQ CPUs.
 const KernelTable& Avx512Table() {
   static const KernelTable table =
       GetCpuFeatures().avx512vnni

@@ -37,8 +37,7 @@ void ZcNorm(const float* x, const float* scale, size_t n, float eps, float* out)
   for (size_t i = 0; i < n; ++i) out[i] = r * (x[i] * (scale[i] + 1.0f));
 }
 
-void ZcNormRows(const float* x, const float* scale, size_t rows, size_t n, float eps,
-                float* out) {
+void ZcNormRows(const float* x, const float* scale, size_t rows, size_t n, float eps, float* out) {
   constexpr size_t kBlock = 16;
   for (size_t r0 = 0; r0 < rows; r0 += kBlock) {
     const size_t m = std::min(kBlock, rows - r0);

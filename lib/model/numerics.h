@@ -126,7 +126,8 @@ void RunRowChunks(const NumericsContext& ctx, std::span<const ProjectJob> jobs, 
     return;
   }
   const size_t target = rows / (static_cast<size_t>(ctx.threads) * kChunksPerThread);
-  const size_t rows_per_chunk = std::max(kTileRows, (target + kTileRows - 1) / kTileRows * kTileRows);
+  const size_t rows_per_chunk =
+      std::max(kTileRows, (target + kTileRows - 1) / kTileRows * kTileRows);
   size_t first_chunk[kMaxJobs + 1] = {0};
   for (size_t k = 0; k < jobs.size(); ++k) {
     const size_t r = jobs[k].row_end - jobs[k].row_begin;

@@ -8,8 +8,8 @@
 #include <algorithm>
 #include <chrono>
 #include <fstream>
-#include <vector>
 #include <sstream>
+#include <vector>
 
 namespace needle::report {
 
@@ -86,9 +86,8 @@ double MeasureReadBandwidth(size_t bytes, double budget_seconds) {
   for (size_t i = 0; i < words; ++i) buf[i] = i;  // touched: resident before timing
   double best = 0;
   uint64_t sink = 0;
-  const Clock::time_point end =
-      Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                         std::chrono::duration<double>(budget_seconds));
+  const Clock::time_point end = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                                   std::chrono::duration<double>(budget_seconds));
   for (int pass = 0; pass < 3 || Clock::now() < end; ++pass) {
     const Clock::time_point t0 = Clock::now();
     uint64_t acc[8] = {};  // independent chains: the loads, not the adds, set the pace
