@@ -421,6 +421,7 @@ TEST_CASE("integer CQ gemm speed (hidden)", "[.i8bench]") {
   };
   for (const Shape& s :
        {Shape{"2-bit 2048x512", 2048, 512, 2}, Shape{"2-bit 512x2048", 512, 2048, 2},
+        Shape{"2-bit 55296x512 (27 layers, from L3)", 27 * 2048, 512, 2},
         Shape{"4-bit 8192x512 (LM head)", 8192, 512, 4}}) {
     const TestMatrix t = MakeMatrix(s.rows, s.cols, s.bits, false, &rng);
     for (size_t n : {size_t{1}, size_t{32}}) {

@@ -265,20 +265,30 @@ void RowTile(const Unpacker<kBits>& unpack, const GemmArgs& a, const TokenBlock&
   __m256 acc = _mm256_load_ps(out);
   const int8_t* q = a.acts->q + t0 * in_pad;
   for (size_t g = g0; g < g1; ++g) {
-    __m256i dots[kLanes];
-    for (__m256i& d : dots) d = _mm256_setzero_si256();
     const int8_t* qg = q + g * kI8Group;
+    GroupWeights w[R];
 #pragma GCC unroll 8
-    for (size_t r = 0; r < R; ++r) {
-      GroupWeights w;
-      unpack.Group(codes[r] + g * 16 * kBits, &w);
-#pragma GCC unroll 8
-      for (size_t t = 0; t < T; ++t)
-        dots[r * T + t] = DotGroup(dots[r * T + t], w, qg + t * in_pad);
-    }
+    for (size_t r = 0; r < R; ++r) unpack.Group(codes[r] + g * 16 * kBits, &w[r]);
+    // Lane l = r * T + t; Reduce8's stages applied as soon as their inputs exist, so only a few
+    // partial sums are live next to the unpacked weights (no spills).
+    auto lane = [&](size_t l) {
+      return l < R * T ? DotGroup(_mm256_setzero_si256(), w[l / T], qg + (l % T) * in_pad)
+                       : _mm256_setzero_si256();
+    };
+    auto pair = [&](size_t l) {
+      const __m256i d0 = lane(l), d1 = lane(l + 1);
+      return _mm256_add_epi32(_mm256_unpacklo_epi32(d0, d1), _mm256_unpackhi_epi32(d0, d1));
+    };
+    auto quad = [&](size_t l) {
+      const __m256i b0 = pair(l), b1 = pair(l + 2);
+      return _mm256_add_epi32(_mm256_unpacklo_epi64(b0, b1), _mm256_unpackhi_epi64(b0, b1));
+    };
+    const __m256i c0 = quad(0), c1 = quad(4);
+    const __m256i sums = _mm256_add_epi32(_mm256_permute2x128_si256(c0, c1, 0x20),
+                                          _mm256_permute2x128_si256(c0, c1, 0x31));
     const __m256 s = _mm256_permutevar8x32_ps(_mm256_load_ps(tb.scale[g - g0]), idx_t);
     const __m256 norm = _mm256_permutevar8x32_ps(LoadHalves<R>(norms[g - g0]), idx_r);
-    const __m256 dot = _mm256_cvtepi32_ps(Reduce8(dots));
+    const __m256 dot = _mm256_cvtepi32_ps(sums);
     acc = _mm256_add_ps(_mm256_mul_ps(norm, _mm256_mul_ps(cb, _mm256_mul_ps(s, dot))), acc);
   }
   _mm256_store_ps(out, acc);
@@ -330,6 +340,167 @@ void GemmBits(const CqMatrix& m, const I8Codebook& cb, const I8Acts& acts, size_
       }
     }
     t0 += tokens;
+  }
+}
+
+// ---- gemv (one token) ----
+//
+// With one token the activations are shared by every row, so the work per row and group is only
+// what the weights need: the int8 weights w come from one byte-table lookup per 32 codes (the
+// table holds the signed levels), vpsignb moves the activation's sign onto w, and vpmaddubsw
+// multiplies |a| (computed once per call) by w * sign(a): the same products as the gemm's
+// |w| * (a * sign(w)), one lookup fewer per 32 codes. 2-bit codes are looked up by nibble (two
+// codes per nibble, one table per code position), so a group's 32 code bytes need one shift and
+// two masks. Eight rows run side by side; their group dots are reduced into one vector whose
+// lanes are the rows, and each lane's chain runs over the groups in order, as the reference.
+
+template <uint32_t kBits>
+class SignedLevels {
+ public:
+  explicit SignedLevels(const I8Codebook& cb) {
+    alignas(16) int8_t lo[16], hi[16];
+    for (size_t k = 0; k < 16; ++k) {
+      if constexpr (kBits == 2) {
+        lo[k] = cb.q[k & 3];   // the nibble's first code
+        hi[k] = cb.q[k >> 2];  // its second code
+      } else {
+        lo[k] = hi[k] = cb.q[k];
+      }
+    }
+    lo_ = _mm256_broadcastsi128_si256(_mm_load_si128(reinterpret_cast<const __m128i*>(lo)));
+    hi_ = _mm256_broadcastsi128_si256(_mm_load_si128(reinterpret_cast<const __m128i*>(hi)));
+  }
+
+  // The group's 128 signed int8 weights in the activation layout (I8LayoutPositionX86).
+  inline void Group(const uint8_t* codes, __m256i* w) const {
+    const __m256i nibble = _mm256_set1_epi8(15);
+    if constexpr (kBits == 2) {
+      const __m256i c = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(codes));
+      const __m256i low = _mm256_and_si256(c, nibble);
+      const __m256i high = _mm256_and_si256(_mm256_srli_epi16(c, 4), nibble);
+      w[0] = _mm256_shuffle_epi8(lo_, low);   // bits 0-1: column 4j
+      w[1] = _mm256_shuffle_epi8(hi_, low);   // bits 2-3: column 4j + 1
+      w[2] = _mm256_shuffle_epi8(lo_, high);  // bits 4-5: column 4j + 2
+      w[3] = _mm256_shuffle_epi8(hi_, high);  // bits 6-7: column 4j + 3
+    } else {
+      const __m256i c0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(codes));
+      const __m256i c1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(codes + 32));
+      w[0] = _mm256_shuffle_epi8(lo_, _mm256_and_si256(c0, nibble));
+      w[1] = _mm256_shuffle_epi8(lo_, _mm256_and_si256(c1, nibble));
+      w[2] = _mm256_shuffle_epi8(lo_, _mm256_and_si256(_mm256_srli_epi16(c0, 4), nibble));
+      w[3] = _mm256_shuffle_epi8(lo_, _mm256_and_si256(_mm256_srli_epi16(c1, 4), nibble));
+    }
+  }
+
+ private:
+  __m256i lo_, hi_;
+};
+
+// int32 partial dots of one row's group with the activations (signed a, magnitudes |a|).
+template <uint32_t kBits>
+inline __m256i GemvGroupDot(const SignedLevels<kBits>& levels, const uint8_t* codes,
+                            const int8_t* a, const int8_t* abs_a) {
+  const __m256i ones = _mm256_set1_epi16(1);
+  __m256i w[4], sum[4];
+  levels.Group(codes, w);
+  for (size_t i = 0; i < 4; ++i) {
+    const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a + 32 * i));
+    const __m256i m = _mm256_load_si256(reinterpret_cast<const __m256i*>(abs_a + 32 * i));
+    sum[i] = _mm256_madd_epi16(_mm256_maddubs_epi16(m, _mm256_sign_epi8(w[i], x)), ones);
+  }
+  return _mm256_add_epi32(_mm256_add_epi32(sum[0], sum[1]), _mm256_add_epi32(sum[2], sum[3]));
+}
+
+// Rows [r0, r0 + 8) (rows < 8: the last row repeats and is not stored), groups [g0, g1) of their
+// chains (resumed from y when g0 > 0). `abs_a` holds |a| of groups [g0, g1).
+constexpr size_t kPrefetchTiles = 2;
+
+template <uint32_t kBits>
+void GemvTile(const SignedLevels<kBits>& levels, const GemmArgs& a, const int8_t* abs_a, size_t g0,
+              size_t g1, size_t r0, size_t rows) {
+  const CqMatrix& m = *a.m;
+  const size_t G = m.groups_per_row;
+  const uint8_t* codes[kLanes];
+  alignas(32) float norms[kGroupBlock][kLanes];
+  for (size_t r = 0; r < kLanes; ++r) {
+    const size_t row = r0 + std::min(r, rows - 1);
+    codes[r] = m.codes + row * m.row_bytes;
+    const uint8_t* row_norms = m.norms + (row * G + g0) * 2;
+    for (size_t g = g0; g < g1; ++g) {
+      uint16_t h;
+      std::memcpy(&h, row_norms + 2 * (g - g0), 2);
+      norms[g - g0][r] = _cvtsh_ss(h);
+    }
+  }
+  // The model's weights stream from L3 or memory: ask for a tile ahead's code bytes now (its 8
+  // rows are contiguous), so they arrive while this tile computes.
+  {
+    const size_t ahead = r0 + kPrefetchTiles * kLanes;
+    if (g0 == 0 && ahead < m.rows) {
+      const uint8_t* p = m.codes + ahead * m.row_bytes;
+      const size_t bytes = std::min(kLanes, m.rows - ahead) * m.row_bytes;
+      for (size_t off = 0; off < bytes; off += 64)
+        _mm_prefetch(reinterpret_cast<const char*>(p + off), _MM_HINT_T0);
+    }
+  }
+  float* y = a.y + (r0 - a.row_begin);
+  __m256 acc = _mm256_setzero_ps();
+  if (g0 > 0) {
+    alignas(32) float prev[kLanes] = {};
+    std::memcpy(prev, y, rows * sizeof(float));
+    acc = _mm256_load_ps(prev);
+  }
+  const __m256 cb = _mm256_set1_ps(a.cb_scale);
+  const int8_t* q = a.acts->q;
+  const float* scales = a.acts->scales;
+  for (size_t g = g0; g < g1; ++g) {
+    const int8_t* qg = q + g * kI8Group;
+    const int8_t* ag = abs_a + (g - g0) * kI8Group;
+    const size_t offset = g * 16 * kBits;
+    // Reduce8's stages applied as soon as their inputs exist: fewer live registers (no spills).
+    auto pair = [&](size_t r) {
+      const __m256i d0 = GemvGroupDot<kBits>(levels, codes[r] + offset, qg, ag);
+      const __m256i d1 = GemvGroupDot<kBits>(levels, codes[r + 1] + offset, qg, ag);
+      return _mm256_add_epi32(_mm256_unpacklo_epi32(d0, d1), _mm256_unpackhi_epi32(d0, d1));
+    };
+    auto quad = [&](size_t r) {
+      const __m256i b0 = pair(r), b1 = pair(r + 2);
+      return _mm256_add_epi32(_mm256_unpacklo_epi64(b0, b1), _mm256_unpackhi_epi64(b0, b1));
+    };
+    const __m256i c0 = quad(0), c1 = quad(4);
+    const __m256i sums = _mm256_add_epi32(_mm256_permute2x128_si256(c0, c1, 0x20),
+                                          _mm256_permute2x128_si256(c0, c1, 0x31));
+    const __m256 s = _mm256_set1_ps(scales[g]);
+    const __m256 dot = _mm256_cvtepi32_ps(sums);
+    acc = _mm256_add_ps(
+        _mm256_mul_ps(_mm256_load_ps(norms[g - g0]), _mm256_mul_ps(cb, _mm256_mul_ps(s, dot))),
+        acc);
+  }
+  if (rows == kLanes) {
+    _mm256_storeu_ps(y, acc);
+  } else {
+    alignas(32) float out[kLanes];
+    _mm256_store_ps(out, acc);
+    std::memcpy(y, out, rows * sizeof(float));
+  }
+}
+
+template <uint32_t kBits>
+void GemvBits(const CqMatrix& m, const I8Codebook& cb, const I8Acts& acts, size_t row_begin,
+              size_t row_end, float* y) {
+  const SignedLevels<kBits> levels(cb);
+  const GemmArgs a{&m, &acts, cb.scale, row_begin, y, 1};
+  const size_t groups = m.groups_per_row;
+  alignas(32) int8_t abs_a[kGroupBlock * kI8Group];
+  for (size_t g0 = 0; g0 < groups; g0 += kGroupBlock) {
+    const size_t g1 = std::min(groups, g0 + kGroupBlock);
+    for (size_t i = 0; i < (g1 - g0) * kI8Group; i += 32) {
+      const __m256i x =
+          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(acts.q + g0 * kI8Group + i));
+      _mm256_store_si256(reinterpret_cast<__m256i*>(abs_a + i), _mm256_abs_epi8(x));
+    }
+    for (size_t r0 = row_begin; r0 < row_end; r0 += kLanes)
+      GemvTile<kBits>(levels, a, abs_a, g0, g1, r0, std::min(kLanes, row_end - r0));
   }
 }
 
@@ -388,6 +559,10 @@ void CqGemmI8Avx2(const CqMatrix& m, const I8Codebook& cb, const I8Acts& acts, s
                   size_t row_end, float* y, size_t ldy) {
   if (m.group != kI8Group || row_begin >= row_end || acts.n == 0)
     return CqGemmI8Reference(m, cb, acts, row_begin, row_end, y, ldy);
+  if (acts.n == 1 && m.code_bits != 3) {
+    return m.code_bits == 2 ? GemvBits<2>(m, cb, acts, row_begin, row_end, y)
+                            : GemvBits<4>(m, cb, acts, row_begin, row_end, y);
+  }
   switch (m.code_bits) {
     case 2:
       return GemmBits<2>(m, cb, acts, row_begin, row_end, y, ldy);
