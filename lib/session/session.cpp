@@ -128,14 +128,26 @@ Session::Session(const format::CactFile& file, const SessionConfig& config, std:
   }
   constraint_ = std::make_unique<grammar::TokenConstraint>(std::move(bytes), text_token);
 
-  prefix_ids_ = renderer_.PrefixIds(system, tools_text_);
+  system_ = std::string(system);
+  declared_tools_ = inventory_.size();
   const auto& g = file_.geometry();
-  for (size_t h = 0; h < model_.weights().heads.size(); ++h)
+  int contrastive_head = -1;
+  for (size_t h = 0; h < model_.weights().heads.size(); ++h) {
     if (model_.weights().heads[h].kind == format::HeadKind::kConfidence)
       confidence_head_ = static_cast<int>(h);
+    if (model_.weights().heads[h].kind == format::HeadKind::kContrastive)
+      contrastive_head = static_cast<int>(h);
+  }
+  // More tools than the prompt shows: each user turn renders the 5 closest to the query (without
+  // a contrastive head every tool stays in the prompt, as before).
+  retrieval_ = inventory_.size() > text::kMaxRenderedTools && contrastive_head >= 0;
+  if (retrieval_) InitRetrieval(static_cast<size_t>(contrastive_head));
+  prefix_ids_ = retrieval_ ? std::vector<int32_t>{} : renderer_.PrefixIds(system, tools_text_);
   model::DecoderConfig dc;
   dc.kv_window = config.kv_window ? config.kv_window : g.kv_window;
   dc.sink_len = dc.kv_window ? static_cast<uint32_t>(prefix_ids_.size()) : 0;
+  // With retrieval the sinks are the rebuilt prefix, whose length changes per query.
+  if (retrieval_ && dc.kv_window) dc.max_sink_len = g.max_seq_len;
   dc.max_positions = g.max_seq_len;
   dc.threads = config.threads;
   dc.path = config.numerics;
@@ -161,7 +173,7 @@ Session::Session(const format::CactFile& file, const SessionConfig& config, std:
                   std::span(reinterpret_cast<const uint8_t*>(cache_key.data()), cache_key.size())) +
               ".prefix"))
                 .string();
-  if (!cache_path.empty() &&
+  if (!retrieval_ && !cache_path.empty() &&
       model::ReadSnapshotFile(cache_path, cache_key, &prefix_snapshot_, &logits_) &&
       logits_.size() == g.vocab) {
     try {
@@ -173,9 +185,9 @@ Session::Session(const format::CactFile& file, const SessionConfig& config, std:
   }
   if (!prefix_from_cache_) {
     logits_.assign(g.vocab, 0.f);
-    decoder_->Prefill(prefix_ids_, logits_);
+    if (!prefix_ids_.empty()) decoder_->Prefill(prefix_ids_, logits_);
     decoder_->Save(&prefix_snapshot_);
-    if (!cache_path.empty()) {
+    if (!retrieval_ && !cache_path.empty()) {
       std::filesystem::create_directories(config_.prefix_cache_dir);
       model::WriteSnapshotFile(cache_path, cache_key, prefix_snapshot_, logits_);
     }
@@ -202,6 +214,69 @@ void Session::Reset() {
   decoder_->Restore(prefix_snapshot_);
   fresh_ = true;
   last_turn_had_calls_ = false;
+  history_.clear();
+}
+
+void Session::InitRetrieval(size_t contrastive_head) {
+  contrastive_head_ = contrastive_head;
+  all_tools_ = inventory_;
+  model::DecoderConfig ec;
+  ec.max_positions = file_.geometry().max_seq_len;
+  ec.threads = config_.threads;
+  ec.path = config_.numerics;
+  ec.kernels = config_.kernels;
+  ec.pool_heads = true;
+  embed_decoder_ = std::make_unique<model::Decoder>(model_, ec);
+  tool_embeddings_.clear();
+  for (const std::string& tool : all_tools_) tool_embeddings_.push_back(Embed(tool));
+}
+
+std::vector<float> Session::Embed(std::string_view text) {
+  // [BOS] + the text with the dummy prefix, pooled into the contrastive head.
+  std::vector<int32_t> ids{renderer_.tokens().bos};
+  tokenizer_.EncodeAppend(text, tokenizer_.add_dummy_prefix(), &ids);
+  const size_t limit = file_.geometry().max_seq_len;
+  if (ids.size() > limit) ids.resize(limit);
+  embed_decoder_->Reset();
+  embed_decoder_->Prefill(ids, {});
+  std::vector<float> e(model_.weights().heads[contrastive_head_].out_dim);
+  embed_decoder_->HeadOutput(contrastive_head_, e);
+  return e;
+}
+
+bool Session::SelectTools(std::string_view query, bool fresh) {
+  const std::vector<float> q = Embed(query);
+  // Cosine similarity (the embeddings are L2-normalized); the top 5, shown in declaration order.
+  std::vector<std::pair<float, size_t>> ranked;
+  for (size_t i = 0; i < all_tools_.size(); ++i) {
+    float dot = 0.f;
+    for (size_t j = 0; j < q.size(); ++j) dot += q[j] * tool_embeddings_[i][j];
+    ranked.emplace_back(dot, i);
+  }
+  if (config_.protocol.trace)
+    for (const auto& [score, i] : ranked)
+      fmt::print(stderr, "[trace] retrieval: tool {} similarity {:.6f}\n", i, score);
+  std::stable_sort(ranked.begin(), ranked.end(),
+                   [](const auto& a, const auto& b) { return a.first > b.first; });
+  ranked.resize(text::kMaxRenderedTools);
+  std::vector<size_t> chosen;
+  for (const auto& r : ranked) chosen.push_back(r.second);
+  std::sort(chosen.begin(), chosen.end());
+  // Later in a conversation the same selection keeps the context as it is (engine, measured).
+  if (!fresh && chosen == chosen_) return false;
+  chosen_ = chosen;
+  inventory_.clear();
+  tools_text_ = "[";
+  for (size_t i : chosen) {
+    if (tools_text_.size() > 1) tools_text_ += ",";
+    tools_text_ += all_tools_[i];
+    inventory_.push_back(all_tools_[i]);
+  }
+  tools_text_ += "]";
+  grammar_ = std::make_unique<grammar::CallGrammar>(grammar::BuildCallSchema(inventory_),
+                                                    config_.protocol.compat);
+  prefix_ids_ = renderer_.PrefixIds(system_, tools_text_);
+  return true;
 }
 
 void Session::Prefill(std::span<const int32_t> ids) { decoder_->Prefill(ids, logits_); }
@@ -559,18 +634,36 @@ Reply Session::Respond(std::string_view input, int max_new_tokens) {
   t.query = std::string(input);
   t.max_new_tokens = max_new_tokens;
   const bool tool_result = !fresh_ && last_turn_had_calls_;
+  const bool was_fresh = fresh_;
   TurnResult& r = reply.turn;
   r.turn_ids = fresh_        ? renderer_.FirstTurnIds(input)
-               : tool_result ? renderer_.ToolResultTurnIds(input, inventory_.size())
+               : tool_result ? renderer_.ToolResultTurnIds(input, declared_tools_)
                              : renderer_.UserTurnIds(input);
   fresh_ = false;
+  // Retrieval (a user turn with more than 5 tools): the tools closest to the query are rendered
+  // and the whole context (new prefix, every earlier turn, this turn) is prefilled again, the
+  // new prefix pinned as the sinks. Tool-result turns, and later user turns that retrieve the
+  // same tools, keep the context.
+  const bool rebuild = retrieval_ && !tool_result && SelectTools(input, was_fresh);
+  const size_t before = rebuild ? prefix_ids_.size() + history_.size() : decoder_->position();
   // A turn longer than the room left keeps only its tail: prefix + turn + budget <= max_seq_len
   // (a plain token cut, at least one token kept).
-  const int64_t room = int64_t(file_.geometry().max_seq_len) -
-                       (int64_t(decoder_->position()) + std::max(max_new_tokens, 0));
+  const int64_t room =
+      int64_t(file_.geometry().max_seq_len) - (int64_t(before) + std::max(max_new_tokens, 0));
   const size_t keep = static_cast<size_t>(std::max<int64_t>(1, room));
   if (r.turn_ids.size() > keep)
     r.turn_ids.erase(r.turn_ids.begin(), r.turn_ids.end() - static_cast<std::ptrdiff_t>(keep));
+  if (retrieval_) history_.insert(history_.end(), r.turn_ids.begin(), r.turn_ids.end());
+  if (rebuild) {
+    std::vector<int32_t> context = prefix_ids_;
+    context.insert(context.end(), history_.begin(), history_.end());
+    r.turn_ids = std::move(context);
+    r.context_rebuilt = true;
+    decoder_->Reset();
+    if (decoder_->config().kv_window)
+      decoder_->SetSinkLen(static_cast<uint32_t>(
+          std::min<size_t>(prefix_ids_.size(), file_.geometry().max_seq_len)));
+  }
   report::Stopwatch pw;
   Prefill(r.turn_ids);
   r.prefill_seconds = pw.Seconds();
@@ -684,6 +777,8 @@ Reply Session::Respond(std::string_view input, int max_new_tokens) {
   }
   r.decode_seconds = dw.Seconds();
   Finish(t, &reply);
+  // The context keeps exactly what was fed (an exhausted budget appends nothing).
+  if (retrieval_) history_.insert(history_.end(), t.ids.begin(), t.ids.end());
   return reply;
 }
 

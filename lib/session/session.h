@@ -67,6 +67,7 @@ const char* StopReasonName(StopReason r);
 
 struct TurnResult {
   std::vector<int32_t> turn_ids;       // the rendered turn that was prefilled
+  bool context_rebuilt = false;        // retrieval: turn_ids is the whole rebuilt context
   std::vector<int32_t> generated_ids;  // committed tokens (including a final EOS/<|im_end|>)
   std::string text;                    // decoded generated text (special markers included)
   StopReason stop = StopReason::kBudget;
@@ -112,7 +113,7 @@ class Session {
   const text::Tokenizer& tokenizer() const { return tokenizer_; }
   const text::PromptRenderer& renderer() const { return renderer_; }
   double prefix_seconds() const { return prefix_seconds_; }
-  size_t num_tools() const { return inventory_.size(); }
+  size_t num_tools() const { return declared_tools_; }  // declared (not only rendered)
 
   // Back to the state right after the prefix (needle_reset): the conversation is forgotten.
   void Reset();
@@ -139,6 +140,13 @@ class Session {
   void DecodeCall(TurnState& t, bool require_call);
   void Finish(TurnState& t, Reply* reply);
 
+  // Tool retrieval (more than text::kMaxRenderedTools tools, PROTOCOL.md section 1).
+  void InitRetrieval(size_t contrastive_head);
+  std::vector<float> Embed(std::string_view text);  // contrastive-head embedding of [BOS] + text
+  // Sets inventory_, tools_text_, grammar_ and prefix_ids_ to the tools retrieved for `query`;
+  // false (nothing changed) when not `fresh` and the selection equals the current one.
+  bool SelectTools(std::string_view query, bool fresh);
+
   const format::CactFile& file_;
   SessionConfig config_;
   text::Tokenizer tokenizer_;
@@ -162,6 +170,15 @@ class Session {
   std::vector<uint8_t> value_start_list_;  // the engine's candidate list at a value start
   std::vector<int32_t> order_;             // token ids by logit (confidence walk scratch)
   double prefix_seconds_ = 0;
+  std::string system_;
+  size_t declared_tools_ = 0;  // tools given (inventory_ holds the rendered ones)
+  bool retrieval_ = false;
+  size_t contrastive_head_ = 0;
+  std::vector<std::string> all_tools_;               // declared tools, minified, in order
+  std::vector<std::vector<float>> tool_embeddings_;  // [tool][out_dim]
+  std::unique_ptr<model::Decoder> embed_decoder_;    // window-less, pooling
+  std::vector<size_t> chosen_;    // indices into all_tools_ of the rendered tools
+  std::vector<int32_t> history_;  // with retrieval: every turn after the prefix, as re-prefilled
 };
 
 }  // namespace needle::session
