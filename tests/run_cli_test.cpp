@@ -92,3 +92,32 @@ TEST_CASE("run --print-prompt --json names invalid UTF-8 in the query (no intern
   CHECK(r.exit_code == 0);
   CHECK(r.out.find("caf\xe9 au lait") != std::string::npos);
 }
+
+TEST_CASE("run --print-prompt with more than 5 tools shows the engine's retrieved prefix",
+          "[cli][run][retrieval]") {
+  // Each fresh turn of the session-v2 case with 7 tools: the engine's rebuilt context starts with
+  // the retrieved prefix (its debug line omits the BOS), which --print-prompt must render.
+  const json golden =
+      json::parse(std::ifstream(DataPath("golden/session-v2/small-crafted-0.8.session.json")));
+  size_t checked = 0;
+  for (const json& c : golden["cases"]) {
+    if (c["tools"].size() <= 5 || c["conversation"].get<bool>()) continue;
+    TempDir dir;
+    std::ofstream(dir / "tools.json") << c["tools_text"].get<std::string>();
+    for (const json& step : c["steps"]) {
+      const auto ids = step["turn_ids"].get<std::vector<int32_t>>();
+      const auto end = std::find(ids.begin(), ids.end(), 9);  // </tools>
+      REQUIRE(end != ids.end());
+      std::vector<int32_t> want{2};
+      want.insert(want.end(), ids.begin(), end + 1);
+      const CliResult r =
+          RunCli({"run", ModelPath("small-crafted-0.8.cact"), "--tools", dir / "tools.json",
+                  "--print-prompt", "--json", step["input"].get<std::string>()});
+      REQUIRE(r.exit_code == 0);
+      INFO(step["input"].get<std::string>());
+      CHECK(json::parse(r.out)["prefix_ids"].get<std::vector<int32_t>>() == want);
+      ++checked;
+    }
+  }
+  CHECK(checked == 4);
+}

@@ -19,6 +19,7 @@
 #include "report/system.h"
 #include "report/timer.h"
 #include "session/session.h"
+#include "text/json_text.h"
 #include "text/prompt.h"
 #include "text/tokenizer.h"
 
@@ -59,7 +60,16 @@ std::string IdsJoined(const std::vector<int32_t>& ids) {
 void PrintPrompt(const format::CactFile& file, const RunArgs& a, const std::string& tools_json) {
   const text::Tokenizer tok = text::Tokenizer::FromCact(file);
   const text::PromptRenderer renderer(tok);
-  const std::string tools_text = text::RenderToolsText(tools_json);
+  std::string tools_text = text::RenderToolsText(tools_json);
+  if (!tools_text.empty() &&
+      text::ToolInventory(tools_text, "tools").size() > text::kMaxRenderedTools) {
+    // Retrieval: the prompt shows the tools the first query retrieves (a model run).
+    session::SessionConfig cfg;
+    cfg.threads = a.threads.Resolve();
+    cfg.numerics = model::ParseNumericPath(a.numerics.numerics);
+    session::Session s(file, cfg, a.system, tools_json);
+    tools_text = s.ToolsTextFor(a.queries.front());
+  }
   const auto prefix = renderer.PrefixIds(a.system, tools_text);
   const auto turn = renderer.FirstTurnIds(a.queries.front());
   const std::string prefix_text = text::PrefixText(a.system, tools_text);

@@ -244,9 +244,9 @@ std::vector<float> Session::Embed(std::string_view text) {
   return e;
 }
 
-bool Session::SelectTools(std::string_view query, bool fresh) {
+std::vector<size_t> Session::RetrieveTools(std::string_view query) {
   const std::vector<float> q = Embed(query);
-  // Cosine similarity (the embeddings are L2-normalized); the top 5, shown in declaration order.
+  // Cosine similarity (the embeddings are L2-normalized); the top 5, in declaration order.
   std::vector<std::pair<float, size_t>> ranked;
   for (size_t i = 0; i < all_tools_.size(); ++i) {
     float dot = 0.f;
@@ -258,21 +258,34 @@ bool Session::SelectTools(std::string_view query, bool fresh) {
       fmt::print(stderr, "[trace] retrieval: tool {} similarity {:.6f}\n", i, score);
   std::stable_sort(ranked.begin(), ranked.end(),
                    [](const auto& a, const auto& b) { return a.first > b.first; });
-  ranked.resize(text::kMaxRenderedTools);
+  ranked.resize(std::min(ranked.size(), text::kMaxRenderedTools));
   std::vector<size_t> chosen;
   for (const auto& r : ranked) chosen.push_back(r.second);
   std::sort(chosen.begin(), chosen.end());
+  return chosen;
+}
+
+std::string Session::ToolsTextOf(const std::vector<size_t>& chosen) const {
+  std::string text = "[";
+  for (size_t i : chosen) {
+    if (text.size() > 1) text += ",";
+    text += all_tools_[i];
+  }
+  return text + "]";
+}
+
+std::string Session::ToolsTextFor(std::string_view query) {
+  return retrieval_ ? ToolsTextOf(RetrieveTools(query)) : tools_text_;
+}
+
+bool Session::SelectTools(std::string_view query, bool fresh) {
+  const std::vector<size_t> chosen = RetrieveTools(query);
   // Later in a conversation the same selection keeps the context as it is (engine, measured).
   if (!fresh && chosen == chosen_) return false;
   chosen_ = chosen;
   inventory_.clear();
-  tools_text_ = "[";
-  for (size_t i : chosen) {
-    if (tools_text_.size() > 1) tools_text_ += ",";
-    tools_text_ += all_tools_[i];
-    inventory_.push_back(all_tools_[i]);
-  }
-  tools_text_ += "]";
+  for (size_t i : chosen) inventory_.push_back(all_tools_[i]);
+  tools_text_ = ToolsTextOf(chosen);
   grammar_ = std::make_unique<grammar::CallGrammar>(grammar::BuildCallSchema(inventory_),
                                                     config_.protocol.compat);
   prefix_ids_ = renderer_.PrefixIds(system_, tools_text_);

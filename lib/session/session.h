@@ -115,6 +115,13 @@ class Session {
   double prefix_seconds() const { return prefix_seconds_; }
   size_t num_tools() const { return declared_tools_; }  // declared (not only rendered)
 
+  // Whether more tools were declared than the prompt shows (text::kMaxRenderedTools): each user
+  // turn then renders the ones the contrastive head finds closest to the query.
+  bool retrieval() const { return retrieval_; }
+  // The tools text a fresh turn with `query` renders (tools_text() without retrieval). Changes
+  // nothing in the conversation.
+  std::string ToolsTextFor(std::string_view query);
+
   // Back to the state right after the prefix (needle_reset): the conversation is forgotten.
   void Reset();
 
@@ -146,6 +153,8 @@ class Session {
   // Sets inventory_, tools_text_, grammar_ and prefix_ids_ to the tools retrieved for `query`;
   // false (nothing changed) when not `fresh` and the selection equals the current one.
   bool SelectTools(std::string_view query, bool fresh);
+  std::vector<size_t> RetrieveTools(std::string_view query);  // indices, declaration order
+  std::string ToolsTextOf(const std::vector<size_t>& chosen) const;
 
   const format::CactFile& file_;
   SessionConfig config_;
