@@ -175,7 +175,7 @@ class Unpacker {
 };
 
 // acc += int32 partial dots of one group's weights with its 128 activations a.
-inline __m256i DotGroup(__m256i acc, const GroupWeights& w, const int8_t* a) {
+__attribute__((always_inline)) inline __m256i DotGroup(__m256i acc, const GroupWeights& w, const int8_t* a) {
   const __m256i ones = _mm256_set1_epi16(1);
   __m256i sum[4];
   for (size_t i = 0; i < 4; ++i) {
@@ -271,15 +271,15 @@ void RowTile(const Unpacker<kBits>& unpack, const GemmArgs& a, const TokenBlock&
     for (size_t r = 0; r < R; ++r) unpack.Group(codes[r] + g * 16 * kBits, &w[r]);
     // Lane l = r * T + t; Reduce8's stages applied as soon as their inputs exist, so only a few
     // partial sums are live next to the unpacked weights (no spills).
-    auto lane = [&](size_t l) {
+    auto lane = [&](size_t l) __attribute__((always_inline)) {
       return l < R * T ? DotGroup(_mm256_setzero_si256(), w[l / T], qg + (l % T) * in_pad)
                        : _mm256_setzero_si256();
     };
-    auto pair = [&](size_t l) {
+    auto pair = [&](size_t l) __attribute__((always_inline)) {
       const __m256i d0 = lane(l), d1 = lane(l + 1);
       return _mm256_add_epi32(_mm256_unpacklo_epi32(d0, d1), _mm256_unpackhi_epi32(d0, d1));
     };
-    auto quad = [&](size_t l) {
+    auto quad = [&](size_t l) __attribute__((always_inline)) {
       const __m256i b0 = pair(l), b1 = pair(l + 2);
       return _mm256_add_epi32(_mm256_unpacklo_epi64(b0, b1), _mm256_unpackhi_epi64(b0, b1));
     };
@@ -372,7 +372,7 @@ class SignedLevels {
   }
 
   // The group's 128 signed int8 weights in the activation layout (I8LayoutPositionX86).
-  inline void Group(const uint8_t* codes, __m256i* w) const {
+  __attribute__((always_inline)) inline void Group(const uint8_t* codes, __m256i* w) const {
     const __m256i nibble = _mm256_set1_epi8(15);
     if constexpr (kBits == 2) {
       const __m256i c = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(codes));
@@ -398,7 +398,7 @@ class SignedLevels {
 
 // int32 partial dots of one row's group with the activations (signed a, magnitudes |a|).
 template <uint32_t kBits>
-inline __m256i GemvGroupDot(const SignedLevels<kBits>& levels, const uint8_t* codes,
+__attribute__((always_inline)) inline __m256i GemvGroupDot(const SignedLevels<kBits>& levels, const uint8_t* codes,
                             const int8_t* a, const int8_t* abs_a) {
   const __m256i ones = _mm256_set1_epi16(1);
   __m256i w[4], sum[4];
@@ -458,12 +458,12 @@ void GemvTile(const SignedLevels<kBits>& levels, const GemmArgs& a, const int8_t
     const int8_t* ag = abs_a + (g - g0) * kI8Group;
     const size_t offset = g * 16 * kBits;
     // Reduce8's stages applied as soon as their inputs exist: fewer live registers (no spills).
-    auto pair = [&](size_t r) {
+    auto pair = [&](size_t r) __attribute__((always_inline)) {
       const __m256i d0 = GemvGroupDot<kBits>(levels, codes[r] + offset, qg, ag);
       const __m256i d1 = GemvGroupDot<kBits>(levels, codes[r + 1] + offset, qg, ag);
       return _mm256_add_epi32(_mm256_unpacklo_epi32(d0, d1), _mm256_unpackhi_epi32(d0, d1));
     };
-    auto quad = [&](size_t r) {
+    auto quad = [&](size_t r) __attribute__((always_inline)) {
       const __m256i b0 = pair(r), b1 = pair(r + 2);
       return _mm256_add_epi32(_mm256_unpacklo_epi64(b0, b1), _mm256_unpackhi_epi64(b0, b1));
     };

@@ -204,6 +204,38 @@ void Decoder::Save(Snapshot* s) const {
   s->pool_acc = pool_acc_;
 }
 
+void Decoder::Mark(size_t ahead, Checkpoint* c) const {
+  c->position = position_;
+  c->sink_len = sink_len_;
+  c->ahead = ahead;
+  c->slots.clear();
+  const KvRing ring = Ring();
+  // Only slots that hold an earlier position get overwritten; fresh slots need no copy.
+  for (size_t i = 0; i < ahead; ++i) {
+    const uint64_t pos = uint64_t{position_} + i;
+    if (pos >= capacity_ && config_.kv_window == 0) break;  // Prefill refuses these anyway
+    const size_t slot = ring.Slot(static_cast<uint32_t>(pos));
+    if (slot < SlotsUsed()) c->slots.push_back(static_cast<uint32_t>(slot));
+  }
+  numerics_->SaveSlots(c->slots, &c->kv);
+  c->engram_ring = conv_;
+  c->token_ring = tokens_;
+  c->pool_stats = pool_stats_;
+  c->pool_acc = pool_acc_;
+}
+
+void Decoder::Rewind(const Checkpoint& c) {
+  if (position_ < c.position || position_ - c.position > c.ahead || sink_len_ != c.sink_len)
+    Fail<InvalidInput>("rewind: {} positions fed since the mark at {}, which allowed {}",
+                       int64_t{position_} - int64_t{c.position}, c.position, c.ahead);
+  numerics_->RestoreSlots(c.slots, c.kv);
+  position_ = c.position;
+  conv_ = c.engram_ring;
+  tokens_ = c.token_ring;
+  pool_stats_ = c.pool_stats;
+  pool_acc_ = c.pool_acc;
+}
+
 void Decoder::Restore(const Snapshot& s) {
   const size_t used = std::min<size_t>(s.position, capacity_);
   if (s.path != config_.path)

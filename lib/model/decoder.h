@@ -65,6 +65,18 @@ struct Snapshot {
   std::vector<float> pool_stats, pool_acc;  // probe-head pooling state (if pooling)
 };
 
+// A cheap rewind point (Decoder::Mark): the decoder's state and only the KV slots that the next
+// `ahead` positions will write. Reusable: its buffers keep their capacity.
+struct Checkpoint {
+  uint32_t position = 0, sink_len = 0;
+  size_t ahead = 0;
+  std::vector<uint32_t> slots;  // the slots of positions [position, position + ahead) still held
+  KvState kv;                   // their previous contents
+  std::vector<float> engram_ring;
+  std::vector<int32_t> token_ring;
+  std::vector<float> pool_stats, pool_acc;
+};
+
 // One conversation's decoding state plus all scratch memory. Not thread-safe; one per thread.
 // After construction Prefill/Step allocate
 // nothing on the heap.
@@ -96,6 +108,12 @@ class Decoder {
   // (requires config.pool_heads): contrastive -> L2-normalized embedding (out_dim values),
   // confidence -> one raw logit. Throws InvalidInput without pooling or without cells.
   void HeadOutput(size_t head, std::span<float> out) const;
+
+  // Mark(ahead) then up to `ahead` more positions fed, then Rewind: back to the marked state, bit
+  // for bit, copying only what those positions overwrote (a branch exploration). Rewind throws
+  // InvalidInput if more than `ahead` positions were fed since the mark.
+  void Mark(size_t ahead, Checkpoint* checkpoint) const;
+  void Rewind(const Checkpoint& checkpoint);
 
   void Save(Snapshot* snapshot) const;
   // Throws InvalidInput if the snapshot comes from a decoder with another path, window or

@@ -99,6 +99,11 @@ class ForwardNumerics {
   // Returns false if the state does not fit this path and capacity.
   virtual bool RestoreKv(size_t used, const KvState& state) = 0;
 
+  // Copies the K/V of the given slots of every layer into `state` ([layers, slots.size(), ...])
+  // / back from it: the part of the cache that a few more tokens can overwrite (Decoder::Mark).
+  virtual void SaveSlots(std::span<const uint32_t> slots, KvState* state) const = 0;
+  virtual void RestoreSlots(std::span<const uint32_t> slots, const KvState& state) = 0;
+
   // Bytes of KV cache per slot of one layer (for reports).
   virtual size_t KvBytesPerSlot() const = 0;
 };

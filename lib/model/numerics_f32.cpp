@@ -141,6 +141,28 @@ class F32Numerics final : public ForwardNumerics {
     return true;
   }
 
+  void SaveSlots(std::span<const uint32_t> slots, KvState* s) const override {
+    const size_t kvd = ctx_.geometry->kv_dim(), L = ctx_.geometry->num_layers, n = slots.size();
+    s->k.resize(L * n * kvd);
+    s->v.resize(L * n * kvd);
+    for (size_t l = 0; l < L; ++l)
+      for (size_t i = 0; i < n; ++i) {
+        const size_t from = (l * ctx_.capacity + slots[i]) * kvd, to = (l * n + i) * kvd;
+        std::memcpy(&s->k[to], &k_cache_[from], kvd * 4);
+        std::memcpy(&s->v[to], &v_cache_[from], kvd * 4);
+      }
+  }
+
+  void RestoreSlots(std::span<const uint32_t> slots, const KvState& s) override {
+    const size_t kvd = ctx_.geometry->kv_dim(), L = ctx_.geometry->num_layers, n = slots.size();
+    for (size_t l = 0; l < L; ++l)
+      for (size_t i = 0; i < n; ++i) {
+        const size_t to = (l * ctx_.capacity + slots[i]) * kvd, from = (l * n + i) * kvd;
+        std::memcpy(&k_cache_[to], &s.k[from], kvd * 4);
+        std::memcpy(&v_cache_[to], &s.v[from], kvd * 4);
+      }
+  }
+
   size_t KvBytesPerSlot() const override { return 2 * ctx_.geometry->kv_dim() * sizeof(float); }
 
  private:

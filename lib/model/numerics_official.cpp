@@ -284,6 +284,36 @@ class OfficialNumerics final : public ForwardNumerics {
     return true;
   }
 
+  void SaveSlots(std::span<const uint32_t> slots, KvState* s) const override {
+    const size_t kvd = ctx_.geometry->kv_dim(), L = ctx_.geometry->num_layers;
+    const size_t kvb = kvd / kKvBlock, cap = ctx_.capacity, n = slots.size();
+    s->kq.resize(L * n * kvd);
+    s->vq.resize(L * n * kvd);
+    s->k_scale.resize(L * n * kvb);
+    s->v_scale.resize(L * n * kvb);
+    for (size_t l = 0; l < L; ++l)
+      for (size_t i = 0; i < n; ++i) {
+        const size_t from = l * cap + slots[i], to = l * n + i;
+        std::memcpy(&s->kq[to * kvd], &kq_[from * kvd], kvd);
+        std::memcpy(&s->vq[to * kvd], &vq_[from * kvd], kvd);
+        std::memcpy(&s->k_scale[to * kvb], &k_scale_[from * kvb], kvb * 4);
+        std::memcpy(&s->v_scale[to * kvb], &v_scale_[from * kvb], kvb * 4);
+      }
+  }
+
+  void RestoreSlots(std::span<const uint32_t> slots, const KvState& s) override {
+    const size_t kvd = ctx_.geometry->kv_dim(), L = ctx_.geometry->num_layers;
+    const size_t kvb = kvd / kKvBlock, cap = ctx_.capacity, n = slots.size();
+    for (size_t l = 0; l < L; ++l)
+      for (size_t i = 0; i < n; ++i) {
+        const size_t to = l * cap + slots[i], from = l * n + i;
+        std::memcpy(&kq_[to * kvd], &s.kq[from * kvd], kvd);
+        std::memcpy(&vq_[to * kvd], &s.vq[from * kvd], kvd);
+        std::memcpy(&k_scale_[to * kvb], &s.k_scale[from * kvb], kvb * 4);
+        std::memcpy(&v_scale_[to * kvb], &s.v_scale[from * kvb], kvb * 4);
+      }
+  }
+
   size_t KvBytesPerSlot() const override {
     const size_t kvd = ctx_.geometry->kv_dim();
     return 2 * (kvd + 4 * (kvd / kKvBlock));

@@ -444,7 +444,9 @@ void Session::DecodeCall(TurnState& t, bool require_call) {
   grammar::TokenConstraint& tc = *constraint_;
   const ProtocolConfig& pc = config_.protocol;
   grammar::GrammarState gs = g.Start(require_call);
-  auto commit = [&](int32_t id, bool counted) {
+  // `feed` false: the token is already in the decoder (the explored branch that won was the last
+  // one explored, so its positions are kept instead of being computed again).
+  auto commit = [&](int32_t id, bool counted, bool feed = true) {
     t.seen[id] = 1;
     t.ids.push_back(id);
     ++t.committed;
@@ -452,7 +454,7 @@ void Session::DecodeCall(TurnState& t, bool require_call) {
     t.calls += tc.bytes(id);
     if (!t.call_started && !t.calls.empty()) t.call_started = true;
     tc.Advance(g, gs, id);
-    Feed(id);
+    if (feed) Feed(id);
   };
   // Which value a state is at the start of: node index, or -1. `after_quote`: the value's
   // opening quote is already in (the key token carried it).
@@ -522,19 +524,28 @@ void Session::DecodeCall(TurnState& t, bool require_call) {
         }
       }
       if (!grounded.empty() && after_quote && t.remaining() >= pc.enum_min_budget) {
-        decoder_->Save(&branch_snapshot_);
-        std::copy(logits_.begin(), logits_.end(), branch_logits_.begin());
-        double best_score = -INFINITY;
-        std::vector<int32_t> best_ids;
+        std::vector<std::vector<int32_t>> values;
+        size_t longest = 0;
         for (const std::string& v : grounded) {
-          const std::vector<int32_t> ids = tokenizer_.Encode(v + "\"", false);
+          std::vector<int32_t> ids = tokenizer_.Encode(v + "\"", false);
           grammar::GrammarState probe;
           grammar::CallGrammar::CopyState(gs, &probe);
           bool ok = true;
           for (int32_t id : ids) ok = ok && tc.Advance(g, probe, id);
           if (!ok || ids.empty()) continue;
-          decoder_->Restore(branch_snapshot_);
-          std::copy(branch_logits_.begin(), branch_logits_.end(), logits_.begin());
+          longest = std::max(longest, ids.size());
+          values.push_back(std::move(ids));
+        }
+        decoder_->Mark(longest, &branch_mark_);
+        std::copy(logits_.begin(), logits_.end(), branch_logits_.begin());
+        double best_score = -INFINITY;
+        size_t best = values.size();
+        for (size_t k = 0; k < values.size(); ++k) {
+          const std::vector<int32_t>& ids = values[k];
+          if (k > 0) {
+            decoder_->Rewind(branch_mark_);
+            std::copy(branch_logits_.begin(), branch_logits_.end(), logits_.begin());
+          }
           double score = 0;
           for (size_t i = 0; i < ids.size(); ++i) {
             score += LogSoftmaxAt(logits_, ids[i]);
@@ -542,15 +553,27 @@ void Session::DecodeCall(TurnState& t, bool require_call) {
           }
           if (score > best_score) {
             best_score = score;
-            best_ids = ids;
+            best = k;
           }
         }
-        decoder_->Restore(branch_snapshot_);
-        std::copy(branch_logits_.begin(), branch_logits_.end(), logits_.begin());
-        if (!best_ids.empty()) {
-          for (int32_t id : best_ids) {
-            if (t.counted >= t.max_new_tokens) break;
-            commit(id, true);
+        // The last value explored is still in the decoder (all but its last token).
+        const size_t kept = best + 1 == values.size() ? values[best].size() - 1 : 0;
+        if (kept == 0 && !values.empty()) {
+          decoder_->Rewind(branch_mark_);
+          std::copy(branch_logits_.begin(), branch_logits_.end(), logits_.begin());
+        }
+        if (best < values.size()) {
+          const std::vector<int32_t>& ids = values[best];
+          for (size_t i = 0; i < ids.size(); ++i) {
+            if (t.counted >= t.max_new_tokens) {
+              if (i < kept) {  // positions fed beyond the commit: back to the mark, refeed
+                decoder_->Rewind(branch_mark_);
+                std::copy(branch_logits_.begin(), branch_logits_.end(), logits_.begin());
+                for (size_t j = 0; j < i; ++j) Feed(ids[j]);
+              }
+              break;
+            }
+            commit(ids[i], true, /*feed=*/i >= kept);
           }
           continue;
         }
@@ -584,14 +607,19 @@ void Session::DecodeCall(TurnState& t, bool require_call) {
                             return logits_[a] > logits_[b] || (logits_[a] == logits_[b] && a < b);
                           });
         cands.resize(width);
-        decoder_->Save(&branch_snapshot_);
+        decoder_->Mark(static_cast<size_t>(pc.branch_max_tokens), &branch_mark_);
         std::copy(logits_.begin(), logits_.end(), branch_logits_.begin());
         double best_score = -INFINITY;
         std::vector<int32_t> best_ids;
         std::vector<double> best_probs;
-        for (int32_t c : cands) {
-          decoder_->Restore(branch_snapshot_);
-          std::copy(branch_logits_.begin(), branch_logits_.end(), logits_.begin());
+        size_t best_fed = 0;  // tokens of the best branch in the decoder (if it was the last)
+        for (size_t ci = 0; ci < cands.size(); ++ci) {
+          const int32_t c = cands[ci];
+          if (ci > 0) {
+            decoder_->Rewind(branch_mark_);
+            std::copy(branch_logits_.begin(), branch_logits_.end(), logits_.begin());
+          }
+          size_t fed = 0;
           grammar::GrammarState bs;
           grammar::CallGrammar::CopyState(gs, &bs);
           std::vector<int32_t> ids{c};
@@ -601,6 +629,7 @@ void Session::DecodeCall(TurnState& t, bool require_call) {
           bool closed = advance_closes(bs, c);
           while (!closed && static_cast<int>(ids.size()) < pc.branch_max_tokens) {
             Feed(ids.back());
+            ++fed;
             if (tc.Mask(g, bs, allowed_) == 0) break;
             // Extension tokens: greedy over the valid ones, scored (and entered in the confidence
             // list) with their full-vocabulary probability.
@@ -622,13 +651,19 @@ void Session::DecodeCall(TurnState& t, bool require_call) {
             best_score = score;
             best_ids = ids;
             best_probs = probs;
+            best_fed = ci + 1 == cands.size() ? fed : 0;
+          } else if (ci + 1 == cands.size()) {
+            best_fed = 0;
           }
         }
-        decoder_->Restore(branch_snapshot_);
-        std::copy(branch_logits_.begin(), branch_logits_.end(), logits_.begin());
+        // The last branch explored is still in the decoder: if it won, its fed tokens stay.
+        if (best_fed == 0) {
+          decoder_->Rewind(branch_mark_);
+          std::copy(branch_logits_.begin(), branch_logits_.end(), logits_.begin());
+        }
         for (size_t i = 0; i < best_ids.size(); ++i) {
           t.dc = std::min(t.dc, best_probs[i]);
-          commit(best_ids[i], /*counted=*/i == 0);
+          commit(best_ids[i], /*counted=*/i == 0, /*feed=*/i >= best_fed);
         }
         continue;
       }

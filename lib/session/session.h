@@ -170,7 +170,8 @@ class Session {
   bool prefix_from_cache_ = false;
   std::string PrefixCacheKey(const format::CactFile& file, const model::DecoderConfig& dc,
                              std::string_view system) const;
-  model::Snapshot prefix_snapshot_, branch_snapshot_;
+  model::Snapshot prefix_snapshot_;
+  model::Checkpoint branch_mark_;  // rewind point of branch and enum explorations
   int confidence_head_ = -1;
   bool fresh_ = true;  // no turn since the prefix
   bool last_turn_had_calls_ = false;
