@@ -175,7 +175,8 @@ class Unpacker {
 };
 
 // acc += int32 partial dots of one group's weights with its 128 activations a.
-__attribute__((always_inline)) inline __m256i DotGroup(__m256i acc, const GroupWeights& w, const int8_t* a) {
+__attribute__((always_inline)) inline __m256i DotGroup(__m256i acc, const GroupWeights& w,
+                                                       const int8_t* a) {
   const __m256i ones = _mm256_set1_epi16(1);
   __m256i sum[4];
   for (size_t i = 0; i < 4; ++i) {
@@ -398,8 +399,9 @@ class SignedLevels {
 
 // int32 partial dots of one row's group with the activations (signed a, magnitudes |a|).
 template <uint32_t kBits>
-__attribute__((always_inline)) inline __m256i GemvGroupDot(const SignedLevels<kBits>& levels, const uint8_t* codes,
-                            const int8_t* a, const int8_t* abs_a) {
+__attribute__((always_inline)) inline __m256i GemvGroupDot(const SignedLevels<kBits>& levels,
+                                                           const uint8_t* codes, const int8_t* a,
+                                                           const int8_t* abs_a) {
   const __m256i ones = _mm256_set1_epi16(1);
   __m256i w[4], sum[4];
   levels.Group(codes, w);
@@ -421,15 +423,31 @@ void GemvTile(const SignedLevels<kBits>& levels, const GemmArgs& a, const int8_t
   const CqMatrix& m = *a.m;
   const size_t G = m.groups_per_row;
   const uint8_t* codes[kLanes];
+  for (size_t r = 0; r < kLanes; ++r)
+    codes[r] = m.codes + (r0 + std::min(r, rows - 1)) * m.row_bytes;
+  // The group norms as f32, [group][row]. A full tile covering whole rows reads its 8 * G f16
+  // norms as one contiguous run (rows are contiguous), converts them 8 at a time and gathers each
+  // group's column; otherwise one value at a time.
   alignas(32) float norms[kGroupBlock][kLanes];
-  for (size_t r = 0; r < kLanes; ++r) {
-    const size_t row = r0 + std::min(r, rows - 1);
-    codes[r] = m.codes + row * m.row_bytes;
-    const uint8_t* row_norms = m.norms + (row * G + g0) * 2;
-    for (size_t g = g0; g < g1; ++g) {
-      uint16_t h;
-      std::memcpy(&h, row_norms + 2 * (g - g0), 2);
-      norms[g - g0][r] = _cvtsh_ss(h);
+  if (rows == kLanes && g0 == 0 && g1 == G) {
+    alignas(32) float flat[kGroupBlock * kLanes];  // [row][group]
+    const uint8_t* src = m.norms + r0 * G * 2;
+    for (size_t i = 0; i < kLanes * G; i += 8)
+      _mm256_store_ps(
+          flat + i,
+          _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + 2 * i))));
+    const __m256i stride = _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7),
+                                              _mm256_set1_epi32(static_cast<int>(G)));
+    for (size_t g = 0; g < G; ++g)
+      _mm256_store_ps(norms[g], _mm256_i32gather_ps(flat + g, stride, 4));
+  } else {
+    for (size_t r = 0; r < kLanes; ++r) {
+      const uint8_t* row_norms = m.norms + ((r0 + std::min(r, rows - 1)) * G + g0) * 2;
+      for (size_t g = g0; g < g1; ++g) {
+        uint16_t h;
+        std::memcpy(&h, row_norms + 2 * (g - g0), 2);
+        norms[g - g0][r] = _cvtsh_ss(h);
+      }
     }
   }
   // The model's weights stream from L3 or memory: ask for a tile ahead's code bytes now (its 8
