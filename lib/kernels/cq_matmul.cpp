@@ -27,8 +27,20 @@ void CqDecodeRow(const CqMatrix& m, size_t r, float* out, float* scratch) {
   for (size_t g = 0; g < m.groups_per_row; ++g) {
     const float norm = F16ToF32(LoadLE<uint16_t>(norms + 2 * g));
     float* w = scratch + g * m.group;
-    for (size_t i = 0; i < m.group; ++i)
-      w[i] = m.levels[CqCodeAt(codes, g * m.group + i, m.code_bits)] * norm;
+    // 2- and 4-bit groups start on a byte (group >= 8): codes by shift and mask; 3-bit codes
+    // straddle bytes (CqCodeAt).
+    if (m.code_bits == 2 && m.group % 4 == 0) {
+      const uint8_t* c = codes + g * m.group / 4;
+      for (size_t i = 0; i < m.group; ++i)
+        w[i] = m.levels[(c[i >> 2] >> (2 * (i & 3))) & 3u] * norm;
+    } else if (m.code_bits == 4 && m.group % 2 == 0) {
+      const uint8_t* c = codes + g * m.group / 2;
+      for (size_t i = 0; i < m.group; ++i)
+        w[i] = m.levels[(c[i >> 1] >> (4 * (i & 1))) & 15u] * norm;
+    } else {
+      for (size_t i = 0; i < m.group; ++i)
+        w[i] = m.levels[CqCodeAt(codes, g * m.group + i, m.code_bits)] * norm;
+    }
     Fwht(w, m.group);
   }
   std::memcpy(out, scratch, m.cols * sizeof(float));

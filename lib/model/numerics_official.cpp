@@ -35,7 +35,7 @@ struct I8Rows {
   std::vector<float> scale;
 };
 
-I8Rows QuantizeRows(const kernels::CqMatrix& m) {
+I8Rows QuantizeRows(const kernels::CqMatrix& m, kernels::QuantizeI8Fn quantize) {
   I8Rows r;
   r.rows = m.rows;
   r.cols = m.cols;
@@ -44,7 +44,7 @@ I8Rows QuantizeRows(const kernels::CqMatrix& m) {
   std::vector<float> row(m.cols), scratch(m.in_pad);
   for (size_t i = 0; i < m.rows; ++i) {
     kernels::CqDecodeRow(m, i, row.data(), scratch.data());
-    r.scale[i] = kernels::QuantizeI8(row.data(), m.cols, &r.q[i * m.cols]);
+    r.scale[i] = quantize(row.data(), m.cols, &r.q[i * m.cols]);
   }
   return r;
 }
@@ -103,9 +103,9 @@ class OfficialNumerics final : public ForwardNumerics {
         check(*m, "a layer projection");
     for (const EngramWeights& e : w.engram)
       for (const auto* m : {&e.tables, &e.key_proj, &e.value_proj}) check(*m, "an engram tensor");
-    phi_pre_ = QuantizeRows(w.phi_pre);
-    phi_post_ = QuantizeRows(w.phi_post);
-    phi_res_ = QuantizeRows(w.phi_res);
+    phi_pre_ = QuantizeRows(w.phi_pre, ctx.kernels->quantize_i8);
+    phi_post_ = QuantizeRows(w.phi_post, ctx.kernels->quantize_i8);
+    phi_res_ = QuantizeRows(w.phi_res, ctx.kernels->quantize_i8);
 
     const size_t B = ctx.max_batch, L = g.num_layers, kvd = g.kv_dim();
     act_q_.resize(B * max_in_pad);
