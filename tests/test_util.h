@@ -53,10 +53,11 @@ struct CliResult {
   std::string out, err;
 };
 
-// Runs the built `needle` binary with `args` (shell-quoted here), capturing stdout and stderr.
-inline CliResult RunCli(const std::vector<std::string>& args, const std::string& stdin_text = "") {
+// Runs `program` with `args` (shell-quoted here), capturing stdout and stderr.
+inline CliResult RunProgram(const std::string& program, const std::vector<std::string>& args,
+                            const std::string& stdin_text = "") {
   TempDir tmp;
-  std::string cmd = std::string("'") + NEEDLE_BINARY + "'";
+  std::string cmd = "'" + program + "'";
   for (const auto& a : args) {
     std::string q = "'";
     for (char c : a) q += (c == '\'') ? std::string("'\\''") : std::string(1, c);
@@ -72,6 +73,11 @@ inline CliResult RunCli(const std::vector<std::string>& args, const std::string&
   r.out.assign(o.begin(), o.end());
   r.err.assign(e.begin(), e.end());
   return r;
+}
+
+// Runs the built `needle` binary.
+inline CliResult RunCli(const std::vector<std::string>& args, const std::string& stdin_text = "") {
+  return RunProgram(NEEDLE_BINARY, args, stdin_text);
 }
 
 }  // namespace needle::testing
