@@ -296,11 +296,17 @@ TEST_CASE("json text: whitespace outside strings is deleted, nothing else change
   const auto tools = needle::text::ToolInventory(
       "[{\"name\":\"a\",\"x\":[1,{\"y\":\"],\"}]}, "
       "{\"type\":\"function\",\"function\":{\"name\":\"b\"}},"
-      " {\"name\": \"c\"}, 3]",
+      " {\"name\": \"c\"}]",
       "tools");
   REQUIRE(tools.size() == 2);
   CHECK(tools[0] == "{\"name\":\"a\",\"x\":[1,{\"y\":\"],\"}]}");
   CHECK(tools[1] == "{\"name\":\"c\"}");
+  // An element that is not an object, or a name that is not a string, could never be called:
+  // an error, not a silently smaller inventory.
+  CHECK_THROWS_WITH(needle::text::ToolInventory("[{\"name\":\"c\"},3]", "tools"),
+                    Catch::Contains("tools: tool #1 is a JSON number (3), expected an object"));
+  CHECK_THROWS_WITH(needle::text::ToolInventory("[{\"name\":[\"c\"]}]", "tools"),
+                    Catch::Contains("tool #0: \"name\" is a JSON array"));
 }
 
 // ---------------------------------------------------------------------------------------------

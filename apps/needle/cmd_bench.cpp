@@ -51,6 +51,15 @@ int32_t Argmax(const std::vector<float>& v) {
 }
 
 void RunBench(const BenchArgs& a) {
+  for (const int n : a.prompt_tokens)
+    if (n < 1 || n > static_cast<int>(format::kMaxSeqLen))
+      Fail<UsageError>("-p/--prompt-tokens {} is out of range [1, {}]", n, format::kMaxSeqLen);
+  for (const int n : a.gen_tokens)
+    if (n < 0 || n > static_cast<int>(format::kMaxSeqLen))
+      Fail<UsageError>("-n/--gen-tokens {} is out of range [0, {}]", n, format::kMaxSeqLen);
+  if (a.repetitions < 1 || a.warmup < 0)
+    Fail<UsageError>("-r/--repetitions must be >= 1 and --warmup >= 0 (got {} and {})",
+                     a.repetitions, a.warmup);
   report::Stopwatch load_watch;
   const format::CactFile file = format::CactFile::Open(
       a.model.path, a.model.no_mmap ? format::LoadMode::kRead : format::LoadMode::kMmapPrefault);

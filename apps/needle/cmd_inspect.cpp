@@ -234,7 +234,8 @@ void RegisterInspect(CLI::App& app) {
     const std::string sha = format::Sha256Hex(f.bytes());
     const format::Accounting a = format::Account(f);
     if (args->output.json) {
-      fmt::print("{}\n", BuildJson(f, sha, a, args->tensors).dump(2));
+      fmt::print("{}\n", BuildJson(f, sha, a, args->tensors)
+                             .dump(2, ' ', false, nlohmann::json::error_handler_t::replace));
     } else {
       PrintHuman(f, sha, a, args->tensors);
     }

@@ -14,6 +14,7 @@
 #include "commands.h"
 #include "format/cact.h"
 #include "format/mapped_file.h"
+#include "grammar/schema.h"
 #include "kernels/dispatch.h"
 #include "options.h"
 #include "report/system.h"
@@ -37,13 +38,14 @@ struct RunArgs {
   std::string system;
   std::vector<std::string> queries;
   std::string isa;
-  int max_tokens = 256;
+  int64_t max_tokens = 256;  // checked: 0 <= max_tokens <= the model's max_seq_len
   bool print_prompt = false;
   bool raw = false;
   bool verbose = false;
   bool trace = false;
 };
 
+// The tools text, read to EOF (a file, a pipe such as `--tools <(cat t.json)`, or '-' = stdin).
 std::string ReadTools(const std::string& path) {
   if (path.empty()) return "";
   if (path == "-") {
@@ -51,6 +53,20 @@ std::string ReadTools(const std::string& path) {
   }
   const std::vector<uint8_t> b = format::ReadFileBytes(path);
   return std::string(b.begin(), b.end());
+}
+
+// Checks the tools text (JSON, tool objects, string names, the schema keywords the grammar
+// enforces) before the model is loaded; errors name the tools file.
+void ValidateTools(const std::string& tools_json, const std::string& path) {
+  const std::string label = (path == "-" ? std::string("<stdin>") : path) + ": tools";
+  try {
+    const std::string tools_text = text::RenderToolsText(tools_json, label);
+    (void)grammar::BuildCallSchema(text::ToolInventory(tools_text, label));
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    if (what.rfind(label, 0) == 0) throw;
+    throw Error(e.kind(), label + ": " + what);
+  }
 }
 
 std::string IdsJoined(const std::vector<int32_t>& ids) {
@@ -93,7 +109,7 @@ void PrintPrompt(const format::CactFile& file, const RunArgs& a, const std::stri
     j["turn_text"] = turn_text;
     j["prefix_ids"] = prefix;
     j["turn_ids"] = turn;
-    fmt::print("{}\n", j.dump(2));
+    fmt::print("{}\n", j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace));
     return;
   }
   fmt::print(
@@ -103,12 +119,18 @@ void PrintPrompt(const format::CactFile& file, const RunArgs& a, const std::stri
 }
 
 void Run(const RunArgs& a) {
-  if (a.raw && a.max_tokens < 0)
-    Fail<UsageError>("--max-tokens must be >= 0 (got {})", a.max_tokens);
+  if (a.max_tokens < 0) Fail<UsageError>("-n/--max-tokens must be >= 0 (got {})", a.max_tokens);
+  if (a.max_tokens > static_cast<int64_t>(format::kMaxSeqLen))
+    Fail<UsageError>("-n/--max-tokens {} is above the limit {} (the largest max_seq_len)",
+                     a.max_tokens, format::kMaxSeqLen);
   const std::string tools_json = ReadTools(a.tools_path);
+  ValidateTools(tools_json, a.tools_path);
   report::Stopwatch load;
   const format::CactFile file = format::CactFile::Open(
       a.model.path, a.model.no_mmap ? format::LoadMode::kRead : format::LoadMode::kMmapPrefault);
+  if (a.max_tokens > static_cast<int64_t>(file.geometry().max_seq_len))
+    Fail<UsageError>("-n/--max-tokens {} is above the model's max_seq_len {} ({})", a.max_tokens,
+                     file.geometry().max_seq_len, a.model.path);
   if (a.print_prompt) return PrintPrompt(file, a, tools_json);
 
   session::SessionConfig cfg;
@@ -121,7 +143,7 @@ void Run(const RunArgs& a) {
   const double load_seconds = load.Seconds() - s.prefix_seconds();
   if (!a.raw) {
     for (const std::string& q : a.queries) {
-      const session::Reply reply = s.Respond(q, a.max_tokens);
+      const session::Reply reply = s.Respond(q, static_cast<int>(a.max_tokens));
       fmt::print("{}\n", reply.EnvelopeJson());
       if (a.verbose) {
         nlohmann::ordered_json j;
@@ -137,12 +159,13 @@ void Run(const RunArgs& a) {
         j["load_seconds"] = load_seconds;
         j["prefix_seconds"] = s.prefix_seconds();
         j["prefix_from_cache"] = s.prefix_from_cache();
-        fmt::print(stderr, "{}\n", j.dump());
+        fmt::print(stderr, "{}\n",
+                   j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
       }
     }
     return;
   }
-  const session::TurnResult r = s.Complete(a.queries.front(), a.max_tokens);
+  const session::TurnResult r = s.Complete(a.queries.front(), static_cast<int>(a.max_tokens));
   const double peak_mb = double(report::PeakRssBytes()) / (1024.0 * 1024.0);
   const size_t prefill_tokens = s.prefix_ids().size() + r.turn_ids.size();
   const double prefill_seconds = s.prefix_seconds() + r.prefill_seconds;
@@ -161,7 +184,7 @@ void Run(const RunArgs& a) {
     j["decode_seconds"] = r.decode_seconds;
     j["decode_tps"] = r.decode_tps;
     j["peak_ram_mb"] = peak_mb;
-    fmt::print("{}\n", j.dump(2));
+    fmt::print("{}\n", j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace));
     return;
   }
   fmt::print("{}\n", r.text);

@@ -259,7 +259,7 @@ void RegisterVerify(CLI::App& app) {
   cmd->callback([args] {
     const ordered_json j = Run(*args);
     if (args->output.json) {
-      fmt::print("{}\n", j.dump(2));
+      fmt::print("{}\n", j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace));
     } else {
       PrintHuman(j);
     }

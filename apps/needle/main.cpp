@@ -17,7 +17,9 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    // CLI11 prints the message; its own codes (105, 106, ...) become the usage code 2.
+    const int code = app.exit(e);
+    return code == 0 ? 0 : static_cast<int>(needle::ErrorKind::kUsage);
   } catch (const needle::Error& e) {
     fmt::print(stderr, "needle: error: {}\n", e.what());
     return static_cast<int>(e.kind());

@@ -152,7 +152,8 @@ DequantSummary Dequant(const std::string& model_path, const std::string& out_dir
   config["heads"] = heads;
   config["codebooks"] = std::vector<float>(file.codebooks().begin(), file.codebooks().end());
   config["tensors"] = std::move(tensors);
-  const std::string text = config.dump(2) + "\n";
+  const std::string text =
+      config.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
   format::WriteFileAtomic((tmp.path() / kConfigFile).string(),
                           {reinterpret_cast<const uint8_t*>(text.data()), text.size()});
   format::WriteFileAtomic((tmp.path() / kSourceFile).string(), file.bytes());

@@ -36,7 +36,7 @@ nlohmann::json ReadConfig(const fs::path& path) {
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(bytes.begin(), bytes.end());
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {  // parse_error, or out_of_range (1e400)
     Fail<FormatError>("{}: not valid JSON: {}", path.string(), e.what());
   }
   if (!j.is_object() || !j.contains("needle_dequant"))

@@ -116,13 +116,24 @@ std::vector<float> CactFile::floats(const TensorInfo& t) const {
 
 namespace {
 
+// a * b, or throws naming the tensor if the product does not fit in 64 bits.
+uint64_t CheckedMul(uint64_t a, uint64_t b, const std::string& label, const TensorInfo& t) {
+  uint64_t r = 0;
+  if (__builtin_mul_overflow(a, b, &r))
+    Fail<FormatError>("{}: tensor #{} '{}': shape {} is too large (size overflows 64 bits)", label,
+                      t.index, t.name, t.shape_str());
+  return r;
+}
+
 // Expected blob size of a record, or throws naming the tensor.
 uint64_t ExpectedBytes(const std::string& label, const TensorInfo& t) {
+  uint64_t elements = t.ndim == 0 ? 0 : 1;
+  for (uint32_t k = 0; k < t.ndim; ++k) elements = CheckedMul(elements, t.shape[k], label, t);
   switch (t.dtype) {
     case DType::kF16:
-      return t.elements() * 2;
+      return CheckedMul(elements, 2, label, t);
     case DType::kF32:
-      return t.elements() * 4;
+      return CheckedMul(elements, 4, label, t);
     case DType::kRaw:
       return t.nbytes;
     case DType::kCQ: {
@@ -142,10 +153,40 @@ uint64_t ExpectedBytes(const std::string& label, const TensorInfo& t) {
             "{}: tensor #{} '{}': group {} x {} bits is not a whole number of "
             "bytes",
             label, t.index, t.name, t.group, CodeBits(t.bits));
-      return CqBlobBytes(t.rows(), t.cols(), t.group, t.bits);
+      // shape[1] < 2^32 and group <= 2^16: in_pad and a row's bytes fit; rows * row may not.
+      const uint64_t in_pad = (t.cols() + t.group - 1) / t.group * t.group;
+      const uint64_t row = in_pad * CodeBits(t.bits) / 8 + in_pad / t.group * 2;
+      return CheckedMul(t.rows(), row, label, t);
     }
   }
   return 0;
+}
+
+// Index of the first FP16 value (little-endian, at p) that is NaN or infinite, or n. One pass
+// over the high bytes that the compiler vectorizes, then a search only if one was found.
+uint64_t FirstNonFiniteF16(const uint8_t* p, uint64_t n) {
+  uint8_t any = 0;
+  for (uint64_t i = 0; i < n; ++i) any |= static_cast<uint8_t>((p[2 * i + 1] & 0x7C) == 0x7C);
+  if (!any) return n;
+  for (uint64_t i = 0; i < n; ++i)
+    if ((p[2 * i + 1] & 0x7C) == 0x7C) return i;
+  return n;
+}
+
+uint64_t FirstNonFiniteF32(const uint8_t* p, uint64_t n) {
+  for (uint64_t i = 0; i < n; ++i) {
+    uint32_t v;
+    std::memcpy(&v, p + 4 * i, 4);
+    if ((v & 0x7F800000u) == 0x7F800000u) return i;
+  }
+  return n;
+}
+
+// First non-zero byte in [begin, end), or end.
+uint64_t FirstNonZero(const uint8_t* b, uint64_t begin, uint64_t end) {
+  for (uint64_t i = begin; i < end; ++i)
+    if (b[i] != 0) return i;
+  return end;
 }
 
 }  // namespace
@@ -227,10 +268,16 @@ void CactFile::Parse() {
     t.dtype = static_cast<DType>(r.dtype);
     if (r.ndim > 4) Fail<FormatError>("{}: tensor #{} '{}': ndim {} > 4", label, i, t.name, r.ndim);
     t.ndim = r.ndim;
+    if (r.pad != 0)
+      Fail<FormatError>("{}: tensor #{} '{}': directory pad field is {} (must be 0)", label, i,
+                        t.name, r.pad);
     for (int k = 0; k < 4; ++k) {
       t.shape[k] = r.shape[k];
       if (k < (int)r.ndim && r.shape[k] == 0)
         Fail<FormatError>("{}: tensor #{} '{}': dimension {} is 0", label, i, t.name, k);
+      if (k >= (int)r.ndim && r.shape[k] != 0)
+        Fail<FormatError>("{}: tensor #{} '{}': unused shape[{}] = {} (ndim {}; must be 0)", label,
+                          i, t.name, k, r.shape[k], r.ndim);
     }
     t.offset = r.offset;
     t.nbytes = r.nbytes;
@@ -331,6 +378,55 @@ void CactFile::Parse() {
       expect(*bi, SlotKind::kVector, 1, {out, 0, 0, 0});
       heads_.push_back(
           {kind, static_cast<uint32_t>(P), static_cast<uint32_t>(out), ip, ip + 1, ip + 2});
+    }
+  }
+
+  // The exact layout (FORMAT.md), checked once the structure is known so that a wrong count or
+  // shape is reported as such: each blob at align64(end of the previous), zero gap bytes, no
+  // bytes after the last blob.
+  uint64_t prev_end = dir_end;  // end of the directory, then of the previous blob
+  for (const TensorInfo& t : tensors_) {
+    if (t.offset != Align64(prev_end))
+      Fail<FormatError>(
+          "{}: tensor #{} '{}': offset {} leaves a gap: blobs follow each other at 64-byte "
+          "alignment, expected offset {}",
+          label, t.index, t.name, t.offset, Align64(prev_end));
+    if (const uint64_t nz = FirstNonZero(b.data(), prev_end, t.offset); nz != t.offset)
+      Fail<FormatError>(
+          "{}: padding byte {} before tensor #{} '{}' is 0x{:02X} (padding must be zero bytes)",
+          label, nz, t.index, t.name, b[nz]);
+    prev_end = t.offset + t.nbytes;
+  }
+  if (prev_end != size)
+    Fail<FormatError>(
+        "{}: {} trailing bytes after the last tensor (it ends at byte {}, the file has {} bytes)",
+        label, size - prev_end, prev_end, size);
+
+  // Every FP16/FP32 value and every CQ norm must be finite (a NaN or Inf weight poisons every
+  // output). About 0.7 M FP16 values in the official file: a fraction of a millisecond.
+  for (const TensorInfo& t : tensors_) {
+    const uint8_t* p = b.data() + t.offset;
+    uint64_t n = 0, bad = 0;
+    const char* what = "value";
+    if (t.dtype == DType::kF16) {
+      n = t.nbytes / 2;
+      bad = FirstNonFiniteF16(p, n);
+    } else if (t.dtype == DType::kF32) {
+      n = t.nbytes / 4;
+      bad = FirstNonFiniteF32(p, n);
+    } else if (t.dtype == DType::kCQ) {
+      const CqView v = cq(t);
+      n = v.rows * v.groups_per_row;
+      bad = FirstNonFiniteF16(v.norms, n);
+      what = "norm";
+    }
+    if (bad != n) {
+      const float value = t.dtype == DType::kF32 ? LoadLE<float>(p + 4 * bad)
+                          : t.dtype == DType::kCQ
+                              ? F16ToF32(LoadLE<uint16_t>(cq(t).norms + 2 * bad))
+                              : F16ToF32(LoadLE<uint16_t>(p + 2 * bad));
+      Fail<FormatError>("{}: tensor #{} '{}': {} {} is {} (must be finite)", label, t.index, t.name,
+                        what, bad, value);
     }
   }
 

@@ -3,6 +3,8 @@
 
 #include <fmt/format.h>
 
+#include <cmath>
+
 #include "base/error.h"
 #include "format/cact.h"
 
@@ -53,6 +55,43 @@ Geometry Geometry::FromHeader(const Header& h, const std::string& label) {
   check_range("mhc_lanes", h.mhc_lanes, 1, 64);
   check_range("num_engram_orders", h.num_engram_orders, 0, 4);
   check_range("num_engram_sites", h.num_engram_sites, 0, 4);
+  // Fields that size the K/V cache, the RoPE table and loops: bounded before anything is
+  // allocated (README "Limits").
+  check_range("max_seq_len", h.max_seq_len, 1, kMaxSeqLen);
+  check_range("kv_window", h.kv_window, 0, h.max_seq_len);
+  if (h.kv_bits != kKvBits)
+    Fail<FormatError>("{}: header field kv_bits = {} is not supported (K/V codes are {}-bit)",
+                      label, h.kv_bits, kKvBits);
+  if (!std::isfinite(h.rope_theta) || h.rope_theta < 1.f)
+    Fail<FormatError>("{}: header field rope_theta = {} must be finite and >= 1", label,
+                      h.rope_theta);
+  for (uint32_t i = h.num_engram_orders; i < 4; ++i)
+    if (h.engram_orders[i] != 0)
+      Fail<FormatError>(
+          "{}: header field engram_orders[{}] = {} is unused (num_engram_orders {}) "
+          "and must be 0",
+          label, i, h.engram_orders[i], h.num_engram_orders);
+  for (uint32_t i = h.num_engram_sites; i < 4; ++i)
+    if (h.engram_sites[i] != 0)
+      Fail<FormatError>(
+          "{}: header field engram_sites[{}] = {} is unused (num_engram_sites {}) "
+          "and must be 0",
+          label, i, h.engram_sites[i], h.num_engram_sites);
+  check_range("engram_conv_taps", h.engram_conv_taps, 0, 64);
+  check_range("engram_conv_dilation", h.engram_conv_dilation, 0, 64);
+  for (uint32_t i = 0; i < h.num_engram_orders; ++i)
+    if (h.engram_orders[i] < 1 || h.engram_orders[i] > 64)
+      Fail<FormatError>("{}: engram_orders[{}] = {} is out of range [1, 64]", label, i,
+                        h.engram_orders[i]);
+  // K/V cache elements (keys and values, every layer) at max_seq_len positions.
+  const uint64_t kv_elements =
+      uint64_t{h.max_seq_len} * h.num_layers * h.num_kv_heads * h.head_dim * 2;
+  if (kv_elements > kMaxKvElements)
+    Fail<FormatError>(
+        "{}: header geometry needs a K/V cache of {} values (max_seq_len {} x num_layers {} x "
+        "num_kv_heads {} x head_dim {} x 2), more than the limit {}",
+        label, kv_elements, h.max_seq_len, h.num_layers, h.num_kv_heads, h.head_dim,
+        kMaxKvElements);
   if (h.num_heads % h.num_kv_heads != 0)
     Fail<FormatError>("{}: num_heads {} is not a multiple of num_kv_heads {}", label, h.num_heads,
                       h.num_kv_heads);
@@ -72,10 +111,6 @@ Geometry Geometry::FromHeader(const Header& h, const std::string& label) {
     if (h.num_engram_tables % h.num_engram_orders != 0)
       Fail<FormatError>("{}: num_engram_tables {} is not a multiple of num_engram_orders {}", label,
                         h.num_engram_tables, h.num_engram_orders);
-    for (uint32_t i = 0; i < h.num_engram_orders; ++i)
-      if (h.engram_orders[i] < 1 || h.engram_orders[i] > 64)
-        Fail<FormatError>("{}: engram_orders[{}] = {} is out of range [1, 64]", label, i,
-                          h.engram_orders[i]);
     for (uint32_t i = 0; i < h.num_engram_sites; ++i) {
       if (h.engram_sites[i] >= h.num_layers)
         Fail<FormatError>("{}: engram_sites[{}] = {} is not a layer (num_layers {})", label, i,

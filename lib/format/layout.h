@@ -14,6 +14,13 @@ namespace needle::format {
 
 struct Header;
 
+// Limits on header fields that size memory or loops (README "Limits"); the official values are
+// far below them. Sizes that tensors carry are also bounded by the file: every tensor's bytes
+// must lie inside it.
+inline constexpr uint32_t kMaxSeqLen = 65536;           // max_seq_len in [1, kMaxSeqLen]
+inline constexpr uint32_t kKvBits = 8;                  // the only kv_bits value (int8 K/V)
+inline constexpr uint64_t kMaxKvElements = 1ull << 28;  // max_seq_len*layers*kv_dim*2
+
 enum class DType : uint8_t { kF16 = 1, kF32 = 2, kCQ = 3, kRaw = 4 };
 const char* DTypeName(DType d);  // "FP16", "FP32", "CQ", "RAW"
 

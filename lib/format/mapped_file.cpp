@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -21,11 +22,21 @@ struct Fd {
   }
 };
 
-std::vector<uint8_t> ReadAll(int fd, const std::string& path, uint64_t size) {
-  std::vector<uint8_t> out(size);
+// Largest file ReadFileBytes reads (JSON files and pipes; e.g. /dev/zero stops here).
+constexpr uint64_t kMaxSmallFileBytes = uint64_t{64} << 20;
+
+// Reads to EOF whatever the file's type (the size fstat reports is only a first guess: a pipe
+// reports 0). Throws IoError past `limit` bytes.
+std::vector<uint8_t> ReadAll(int fd, const std::string& path, uint64_t size_hint, uint64_t limit) {
+  std::vector<uint8_t> out(std::min(size_hint, limit) + 1);
   uint64_t done = 0;
-  while (done < size) {
-    const ssize_t n = ::read(fd, out.data() + done, size - done);
+  for (;;) {
+    if (done == out.size()) {
+      if (out.size() > limit)
+        Fail<IoError>("{}: input is larger than the limit of {} bytes", path, limit);
+      out.resize(std::min<uint64_t>(std::max<uint64_t>(2 * out.size(), 65536), limit + 1));
+    }
+    const ssize_t n = ::read(fd, out.data() + done, out.size() - done);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) Fail<IoError>("{}: read failed: {}", path, std::strerror(errno));
     if (n == 0) break;
@@ -34,14 +45,30 @@ std::vector<uint8_t> ReadAll(int fd, const std::string& path, uint64_t size) {
   out.resize(done);
   return out;
 }
+
+const char* FileKind(mode_t mode) {
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISFIFO(mode)) return "a FIFO (pipe)";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISSOCK(mode)) return "a socket";
+  return "not a regular file";
+}
 }  // namespace
 
 MappedFile::MappedFile(const std::string& path, LoadMode mode) : label_(path) {
-  Fd f{::open(path.c_str(), O_RDONLY | O_CLOEXEC)};
-  if (f.fd < 0) Fail<IoError>("{}: cannot open: {}", path, std::strerror(errno));
+  // A model must be a regular file: checked before open(), which blocks forever on a FIFO
+  // without a writer (and a device has no end).
   struct stat st {};
+  if (::stat(path.c_str(), &st) != 0)
+    Fail<IoError>("{}: cannot open: {}", path, std::strerror(errno));
+  if (!S_ISREG(st.st_mode))
+    Fail<IoError>("{}: is {}, expected a regular file", path, FileKind(st.st_mode));
+  Fd f{::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK)};
+  if (f.fd < 0) Fail<IoError>("{}: cannot open: {}", path, std::strerror(errno));
   if (::fstat(f.fd, &st) != 0) Fail<IoError>("{}: cannot stat: {}", path, std::strerror(errno));
-  if (S_ISDIR(st.st_mode)) Fail<IoError>("{}: is a directory, expected a file", path);
+  if (!S_ISREG(st.st_mode))
+    Fail<IoError>("{}: is {}, expected a regular file", path, FileKind(st.st_mode));
   const uint64_t size = static_cast<uint64_t>(st.st_size);
   if (mode != LoadMode::kRead && size > 0 && S_ISREG(st.st_mode)) {
     void* p = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, f.fd, 0);
@@ -57,7 +84,7 @@ MappedFile::MappedFile(const std::string& path, LoadMode mode) : label_(path) {
       return;
     }
   }
-  owned_ = ReadAll(f.fd, path, size);
+  owned_ = ReadAll(f.fd, path, size, std::max<uint64_t>(size, kMaxSmallFileBytes));
   data_ = owned_.data();
   size_ = owned_.size();
 }
@@ -78,7 +105,10 @@ std::vector<uint8_t> ReadFileBytes(const std::string& path) {
   struct stat st {};
   if (::fstat(f.fd, &st) != 0) Fail<IoError>("{}: cannot stat: {}", path, std::strerror(errno));
   if (S_ISDIR(st.st_mode)) Fail<IoError>("{}: is a directory, expected a file", path);
-  return ReadAll(f.fd, path, static_cast<uint64_t>(st.st_size));
+  if (S_ISBLK(st.st_mode)) Fail<IoError>("{}: is a block device, expected a file", path);
+  // Regular files, pipes (`--tools <(...)`) and character devices are read to EOF.
+  return ReadAll(f.fd, path, S_ISREG(st.st_mode) ? static_cast<uint64_t>(st.st_size) : 0,
+                 kMaxSmallFileBytes);
 }
 
 }  // namespace needle::format

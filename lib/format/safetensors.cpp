@@ -102,7 +102,7 @@ void SafetensorsFile::Parse() {
   nlohmann::json header;
   try {
     header = nlohmann::json::parse(text, text + header_len);
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {  // parse_error, or out_of_range (1e400)
     Fail<FormatError>("{}: safetensors header is not valid JSON: {}", label, e.what());
   }
   if (!header.is_object())
@@ -212,7 +212,7 @@ void SafetensorsWriter::WriteHeader() {
     e["data_offsets"] = {t.begin, t.end};
     header[t.name] = e;
   }
-  std::string text = header.dump();
+  std::string text = header.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   text.append((8 - text.size() % 8) % 8, ' ');  // data starts 8-byte aligned
   uint8_t len[8];
   const uint64_t n = text.size();

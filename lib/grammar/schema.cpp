@@ -1,7 +1,10 @@
 // Tool JSON schema -> SchemaNode tree (only the keywords the call grammar enforces).
 #include "grammar/schema.h"
 
+#include <cmath>
 #include <nlohmann/json.hpp>
+
+#include "base/error.h"
 
 namespace needle::grammar {
 
@@ -20,10 +23,23 @@ uint8_t TypeBitOf(const std::string& t) {
   return 0;
 }
 
-int64_t IntOr(const Json& j, const char* key, int64_t fallback) {
+// A length/count keyword (maxLength, minItems, maxItems): absent or not a number -> fallback;
+// otherwise it must be a whole number in [0, kMaxSchemaLimit] (InvalidInput naming the tool and
+// the property path).
+int64_t LimitOr(const Json& j, const char* key, int64_t fallback, const std::string& where) {
   auto it = j.find(key);
   if (it == j.end() || !it->is_number()) return fallback;
-  return it->get<int64_t>();
+  const bool ok = it->is_number_unsigned() ? it->get<uint64_t>() <= kMaxSchemaLimit
+                  : it->is_number_integer()
+                      ? false
+                      : std::isfinite(it->get<double>()) && it->get<double>() >= 0 &&
+                            it->get<double>() <= double(kMaxSchemaLimit) &&
+                            std::floor(it->get<double>()) == it->get<double>();
+  if (!ok)
+    Fail<InvalidInput>("{}: \"{}\": {} is not a whole number in [0, {}]", where, key, it->dump(),
+                       kMaxSchemaLimit);
+  return it->is_number_unsigned() ? static_cast<int64_t>(it->get<uint64_t>())
+                                  : static_cast<int64_t>(it->get<double>());
 }
 
 class Builder {
@@ -31,7 +47,8 @@ class Builder {
   explicit Builder(CallSchema* out) : out_(out) {}
 
   // Appends the node for schema `j` (and its children); returns its index.
-  int32_t Add(const Json& j, int depth) {
+  // `where` names the node in errors: "tool 'set_timer' property 'minutes'".
+  int32_t Add(const Json& j, int depth, const std::string& where) {
     const int32_t index = static_cast<int32_t>(out_->nodes.size());
     out_->nodes.emplace_back();
     if (!j.is_object() || depth > 32) return index;
@@ -62,12 +79,19 @@ class Builder {
         if (n.types && !(n.types & bit)) continue;
         if (bit) n.enum_literals.push_back(v.dump());
       }
+      if (n.enum_literals.size() > kMaxKeys)
+        Fail<InvalidInput>("{}: {} enum values, the call grammar supports at most {}", where,
+                           n.enum_literals.size(), kMaxKeys);
     }
-    n.max_length = IntOr(j, "maxLength", -1);
+    n.max_length = LimitOr(j, "maxLength", -1, where);
+    (void)LimitOr(j, "minLength", 0, where);  // not enforced by the grammar, but checked
     if (auto p = j.find("properties"); p != j.end() && p->is_object() && !p->empty()) {
       if (!n.types) n.types = kTypeObject;
       n.open_object = false;
-      for (auto it = p->begin(); it != p->end() && n.keys.size() < kMaxKeys; ++it) {
+      if (p->size() > kMaxKeys)
+        Fail<InvalidInput>("{}: {} properties, the call grammar supports at most {}", where,
+                           p->size(), kMaxKeys);
+      for (auto it = p->begin(); it != p->end(); ++it) {
         n.keys.push_back(it.key());
         n.key_nodes.push_back(-1);  // filled below (children are appended after this node)
       }
@@ -78,19 +102,22 @@ class Builder {
               if (n.keys[i] == k.get<std::string>()) n.required |= uint64_t{1} << i;
     }
     if (auto items = j.find("items"); items != j.end() && items->is_object()) n.items = -2;
-    n.min_items = IntOr(j, "minItems", 0);
-    n.max_items = IntOr(j, "maxItems", -1);
+    n.min_items = LimitOr(j, "minItems", 0, where);
+    n.max_items = LimitOr(j, "maxItems", -1, where);
     out_->nodes[index] = n;
     // Children (indices stay valid: nodes are addressed by index, never by pointer).
     if (!out_->nodes[index].open_object) {
       const Json& props = j["properties"];
       for (size_t i = 0; i < out_->nodes[index].keys.size(); ++i) {
-        const int32_t child = Add(props[out_->nodes[index].keys[i]], depth + 1);
+        const std::string& key = out_->nodes[index].keys[i];
+        std::string child_where = where;
+        child_where.append(" property '").append(key).append("'");
+        const int32_t child = Add(props[key], depth + 1, child_where);
         out_->nodes[index].key_nodes[i] = child;
       }
     }
     if (out_->nodes[index].items == -2) {
-      const int32_t child = Add(j["items"], depth + 1);
+      const int32_t child = Add(j["items"], depth + 1, where + " items");
       out_->nodes[index].items = child;
     }
     return index;
@@ -106,13 +133,17 @@ CallSchema BuildCallSchema(const std::vector<std::string>& tool_objects) {
   CallSchema s;
   s.nodes.emplace_back();  // 0: any value
   Builder b(&s);
+  if (tool_objects.size() > kMaxKeys)
+    Fail<InvalidInput>("{} tools, the call grammar supports at most {}", tool_objects.size(),
+                       kMaxKeys);
   for (const std::string& text : tool_objects) {
     const Json tool = Json::parse(text, nullptr, /*allow_exceptions=*/false);
     if (!tool.is_object() || !tool.contains("name") || !tool["name"].is_string()) continue;
     ToolSchema t;
     t.name = tool["name"].get<std::string>();
     auto params = tool.find("parameters");
-    t.arguments = b.Add(params != tool.end() ? *params : Json::object(), 0);
+    t.arguments = b.Add(params != tool.end() ? *params : Json::object(), 0,
+                        "tool '" + t.name + "' parameters");
     // The arguments are always an object, even when the schema says nothing.
     s.nodes[t.arguments].types = kTypeObject;
     s.tools.push_back(std::move(t));

@@ -20,7 +20,11 @@ enum TypeBit : uint8_t {
   kTypeArray = 64,
 };
 
-inline constexpr size_t kMaxKeys = 64;  // properties per object the grammar tracks (bit masks)
+// Tools, properties per object and enum values per node the grammar tracks (bit masks); more is
+// an error (BuildCallSchema), never a silent cut.
+inline constexpr size_t kMaxKeys = 64;
+// Largest maxLength / minLength / minItems / maxItems accepted.
+inline constexpr uint64_t kMaxSchemaLimit = 0x7FFFFFFF;
 
 struct SchemaNode {
   uint8_t types = 0;
@@ -52,6 +56,8 @@ struct CallSchema {
 
 // Builds the schema from the tool inventory (minified tool objects, text::ToolInventory). Tools
 // without a usable "parameters.properties" object are schemaless (any arguments object).
+// Throws InvalidInput naming the tool and property: more than kMaxKeys tools, properties or enum
+// values; a length or item limit that is negative, fractional or above kMaxSchemaLimit.
 CallSchema BuildCallSchema(const std::vector<std::string>& tool_objects);
 
 // The enum values of a string-enum node as plain strings (unquoted); empty if none.

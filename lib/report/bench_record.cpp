@@ -75,14 +75,14 @@ std::string Render(const std::vector<BenchRecord>& records, const SystemInfo& sy
       j["system"] = SystemJson(sys);
       j["records"] = nlohmann::ordered_json::array();
       for (const auto& r : records) j["records"].push_back(ToJson(r));
-      return j.dump(2) + "\n";
+      return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
     }
     case BenchFormat::kJsonl: {
       std::string out;
       for (const auto& r : records) {
         auto j = ToJson(r);
         j["system"] = SystemJson(sys);
-        out += j.dump() + "\n";
+        out += j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
       }
       return out;
     }

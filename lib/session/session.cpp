@@ -892,9 +892,11 @@ void Session::Finish(TurnState& t, Reply* reply) {
 
 std::string Reply::EnvelopeJson() const {
   auto str = [](const std::optional<std::string>& s) {
-    return s ? nlohmann::json(*s).dump() : std::string("null");
+    return s ? nlohmann::json(*s).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)
+             : std::string("null");
   };
-  std::string out = "{\"type\":" + nlohmann::json(type).dump();
+  std::string out = "{\"type\":" + nlohmann::json(type).dump(
+                                       -1, ' ', false, nlohmann::json::error_handler_t::replace);
   out += ",\"success\":";
   out += success ? "true" : "false";
   out += ",\"error\":" + str(error);
@@ -909,8 +911,10 @@ std::string Reply::EnvelopeJson() const {
   out += fmt::format(",\"prefill_tps\":{:.1f},\"decode_tps\":{:.1f},\"peak_ram_mb\":{:.1f}",
                      turn.prefill_tps, zero_tools ? 0.0 : turn.decode_tps, peak_ram_mb);
   if (has_validation) {
-    out += ",\"validation\":{\"ungrounded\":" + nlohmann::json(ungrounded).dump() +
-           ",\"negation\":" + (negation ? "true" : "false") + "}";
+    out +=
+        ",\"validation\":{\"ungrounded\":" +
+        nlohmann::json(ungrounded).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) +
+        ",\"negation\":" + (negation ? "true" : "false") + "}";
   }
   out += "}";
   return out;

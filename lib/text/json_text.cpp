@@ -1,6 +1,7 @@
 // JSON-as-text helpers: whitespace stripping outside strings, validation, array splitting.
 #include "text/json_text.h"
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
 
 #include "base/error.h"
@@ -78,9 +79,20 @@ std::vector<std::string> ToolInventory(std::string_view tools_text, std::string_
   if (minified.empty()) return {};
   ValidateJson(tools_text, what);
   std::vector<std::string> tools;
+  size_t index = 0;
   for (std::string_view element : TopLevelArrayElements(minified, what)) {
     const auto j = nlohmann::json::parse(element.begin(), element.end());
-    if (j.is_object() && j.contains("name")) tools.emplace_back(element);
+    if (!j.is_object())
+      Fail<InvalidInput>("{}: tool #{} is a JSON {} ({}), expected an object", what, index,
+                         j.type_name(), element.substr(0, std::min<size_t>(element.size(), 40)));
+    if (const auto name = j.find("name"); name != j.end()) {
+      if (!name->is_string())
+        Fail<InvalidInput>("{}: tool #{}: \"name\" is a JSON {} ({}), expected a string", what,
+                           index, name->type_name(),
+                           name->dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+      tools.emplace_back(element);
+    }
+    ++index;
   }
   return tools;
 }

@@ -22,7 +22,9 @@ std::vector<std::string_view> TopLevelArrayElements(std::string_view minified,
 
 // The tool inventory (PROTOCOL.md section 1): the elements of the top-level array that are
 // objects with a "name" key, minified, in declaration order. `{"type":"function",...}` wrappers
-// are no tools. Validates the JSON (InvalidInput naming `what`). Empty text -> no tools.
+// are no tools. Validates the JSON (InvalidInput naming `what`): an element that is not an
+// object, or a "name" that is not a string, is an error (it could never be called). Empty text
+// -> no tools.
 std::vector<std::string> ToolInventory(std::string_view tools_text, std::string_view what);
 
 // "[" + the given minified tool objects joined by "," + "]": the tools text rendered after

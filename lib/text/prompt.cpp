@@ -30,9 +30,11 @@ ChatTokens ChatTokens::Resolve(const Tokenizer& tok) {
   return t;
 }
 
-std::string RenderToolsText(std::string_view tools_json) {
+std::string RenderToolsText(std::string_view tools_json, std::string_view what) {
+  constexpr std::string_view kBom = "\xEF\xBB\xBF";  // a UTF-8 byte order mark is skipped
+  if (tools_json.substr(0, kBom.size()) == kBom) tools_json.remove_prefix(kBom.size());
   std::string minified = StripJsonWhitespace(tools_json);
-  if (!minified.empty()) ValidateJson(tools_json, "tools");
+  if (!minified.empty()) ValidateJson(tools_json, what);
   return minified;
 }
 

@@ -40,8 +40,9 @@ struct ChatTokens {
 
 // --- Text forms (for --print-prompt and tests) ---
 // The tools text T: whitespace outside strings deleted. Validates `tools_json` as JSON first
-// (InvalidInput "tools: invalid JSON: ..."); an empty or all-whitespace text means "no tools".
-std::string RenderToolsText(std::string_view tools_json);
+// (InvalidInput "<what>: invalid JSON: ..."); an empty or all-whitespace text means "no tools".
+// A leading UTF-8 byte order mark is skipped.
+std::string RenderToolsText(std::string_view tools_json, std::string_view what = "tools");
 // S, without BOS. `tools_text` is T (already minified).
 std::string PrefixText(std::string_view system, std::string_view tools_text);
 std::string FirstTurnText(std::string_view query);
