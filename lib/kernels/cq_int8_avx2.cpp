@@ -188,19 +188,6 @@ __attribute__((always_inline)) inline __m256i DotGroup(__m256i acc, const GroupW
       acc, _mm256_add_epi32(_mm256_add_epi32(sum[0], sum[1]), _mm256_add_epi32(sum[2], sum[3])));
 }
 
-// Lane l of the result = sum of the 8 int32 lanes of v[l].
-inline __m256i Reduce8(const __m256i* v) {
-  __m256i b[4], c[2];
-  for (size_t i = 0; i < 4; ++i)
-    b[i] = _mm256_add_epi32(_mm256_unpacklo_epi32(v[2 * i], v[2 * i + 1]),
-                            _mm256_unpackhi_epi32(v[2 * i], v[2 * i + 1]));
-  for (size_t i = 0; i < 2; ++i)
-    c[i] = _mm256_add_epi32(_mm256_unpacklo_epi64(b[2 * i], b[2 * i + 1]),
-                            _mm256_unpackhi_epi64(b[2 * i], b[2 * i + 1]));
-  return _mm256_add_epi32(_mm256_permute2x128_si256(c[0], c[1], 0x20),
-                          _mm256_permute2x128_si256(c[0], c[1], 0x31));
-}
-
 // Token scales of one (token tile, group block), transposed: [group - g0][t] (zero for t >= T).
 struct TokenBlock {
   alignas(32) float scale[kGroupBlock][kLanes];
@@ -270,8 +257,8 @@ void RowTile(const Unpacker<kBits>& unpack, const GemmArgs& a, const TokenBlock&
     GroupWeights w[R];
 #pragma GCC unroll 8
     for (size_t r = 0; r < R; ++r) unpack.Group(codes[r] + g * 16 * kBits, &w[r]);
-    // Lane l = r * T + t; Reduce8's stages applied as soon as their inputs exist, so only a few
-    // partial sums are live next to the unpacked weights (no spills).
+    // Lane l = r * T + t; the 8-lane reduction's stages applied as soon as their inputs exist, so
+    // only a few partial sums are live next to the unpacked weights (no spills).
     auto lane = [&](size_t l) __attribute__((always_inline)) {
       return l < R * T ? DotGroup(_mm256_setzero_si256(), w[l / T], qg + (l % T) * in_pad)
                        : _mm256_setzero_si256();
@@ -475,7 +462,7 @@ void GemvTile(const SignedLevels<kBits>& levels, const GemmArgs& a, const int8_t
     const int8_t* qg = q + g * kI8Group;
     const int8_t* ag = abs_a + (g - g0) * kI8Group;
     const size_t offset = g * 16 * kBits;
-    // Reduce8's stages applied as soon as their inputs exist: fewer live registers (no spills).
+    // The 8-lane reduction's stages applied as soon as their inputs exist: no spills.
     auto pair = [&](size_t r) __attribute__((always_inline)) {
       const __m256i d0 = GemvGroupDot<kBits>(levels, codes[r] + offset, qg, ag);
       const __m256i d1 = GemvGroupDot<kBits>(levels, codes[r + 1] + offset, qg, ag);
