@@ -248,6 +248,7 @@ std::vector<size_t> Session::RetrieveTools(std::string_view query) {
   const std::vector<float> q = Embed(query);
   // Cosine similarity (the embeddings are L2-normalized); the top 5, in declaration order.
   std::vector<std::pair<float, size_t>> ranked;
+  ranked.reserve(all_tools_.size());
   for (size_t i = 0; i < all_tools_.size(); ++i) {
     float dot = 0.f;
     for (size_t j = 0; j < q.size(); ++j) dot += q[j] * tool_embeddings_[i][j];
@@ -260,6 +261,7 @@ std::vector<size_t> Session::RetrieveTools(std::string_view query) {
                    [](const auto& a, const auto& b) { return a.first > b.first; });
   ranked.resize(std::min(ranked.size(), text::kMaxRenderedTools));
   std::vector<size_t> chosen;
+  chosen.reserve(ranked.size());
   for (const auto& r : ranked) chosen.push_back(r.second);
   std::sort(chosen.begin(), chosen.end());
   return chosen;
