@@ -55,6 +55,10 @@ TEST_CASE("C ABI: return values and bad use, as the official engine", "[capi]") 
   CHECK(needle_init(nullptr, nullptr, nullptr) == 4);
   CHECK(needle_init("", "[]", "") == 8);
   CHECK(needle_init("", "[{bad", "") == -1);  // the engine renders it as is (11); we refuse
+  // More than 5 tools (retrieval): the fixed prefix is the BOS alone (the engine: 1).
+  const json golden = json::parse(std::ifstream(DataPath("golden/session-v2/tiny.session.json")));
+  CHECK(needle_init("", golden["cases"][12]["tools_text"].get<std::string>().c_str(), "") == 1);
+  CHECK(needle_init("You are helpful.", tools.c_str(), "") == 112);  // the engine: 112
   REQUIRE(needle_init("", tools.c_str(), "") == 101);
   const int n = needle_complete(kQuery, 16, out, sizeof out);
   CHECK(n > 0);

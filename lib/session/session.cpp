@@ -142,7 +142,10 @@ Session::Session(const format::CactFile& file, const SessionConfig& config, std:
   // a contrastive head every tool stays in the prompt, as before).
   retrieval_ = inventory_.size() > text::kMaxRenderedTools && contrastive_head >= 0;
   if (retrieval_) InitRetrieval(static_cast<size_t>(contrastive_head));
-  prefix_ids_ = retrieval_ ? std::vector<int32_t>{} : renderer_.PrefixIds(system, tools_text_);
+  // With retrieval the fixed prefix is the BOS alone (needle_init returns 1, as the engine); each
+  // user turn then feeds the rebuilt context after it.
+  prefix_ids_ = retrieval_ ? std::vector<int32_t>{renderer_.tokens().bos}
+                           : renderer_.PrefixIds(system, tools_text_);
   model::DecoderConfig dc;
   dc.kv_window = config.kv_window ? config.kv_window : g.kv_window;
   dc.sink_len = dc.kv_window ? static_cast<uint32_t>(prefix_ids_.size()) : 0;
@@ -185,7 +188,7 @@ Session::Session(const format::CactFile& file, const SessionConfig& config, std:
   }
   if (!prefix_from_cache_) {
     logits_.assign(g.vocab, 0.f);
-    if (!prefix_ids_.empty()) decoder_->Prefill(prefix_ids_, logits_);
+    decoder_->Prefill(prefix_ids_, logits_);
     decoder_->Save(&prefix_snapshot_);
     if (!retrieval_ && !cache_path.empty()) {
       std::filesystem::create_directories(config_.prefix_cache_dir);
@@ -705,11 +708,13 @@ Reply Session::Respond(std::string_view input, int max_new_tokens) {
     r.turn_ids.erase(r.turn_ids.begin(), r.turn_ids.end() - static_cast<std::ptrdiff_t>(keep));
   if (retrieval_) history_.insert(history_.end(), r.turn_ids.begin(), r.turn_ids.end());
   if (rebuild) {
-    std::vector<int32_t> context = prefix_ids_;
+    // Back to the BOS; the turn is the rebuilt context after it (the new prefix pinned as sinks,
+    // 32-token chunks counted from position 1, as the engine).
+    std::vector<int32_t> context(prefix_ids_.begin() + 1, prefix_ids_.end());
     context.insert(context.end(), history_.begin(), history_.end());
     r.turn_ids = std::move(context);
     r.context_rebuilt = true;
-    decoder_->Reset();
+    decoder_->Restore(prefix_snapshot_);
     if (decoder_->config().kv_window)
       decoder_->SetSinkLen(static_cast<uint32_t>(
           std::min<size_t>(prefix_ids_.size(), file_.geometry().max_seq_len)));
