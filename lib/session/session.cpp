@@ -11,6 +11,7 @@
 
 #include "base/error.h"
 #include "format/sha256.h"
+#include "kernels/ops.h"
 #include "model/snapshot_io.h"
 #include "report/system.h"
 #include "report/timer.h"
@@ -83,7 +84,10 @@ struct Session::TurnState {
   std::vector<int32_t> think_ids, text_ids;
   std::string calls;  // call JSON bytes as generated
   bool call_started = false, call_complete = false, dead_end = false, budget_out = false;
-  double dc = 1.0;           // min renormalized probability over the call tokens
+  double dc = 1.0;  // min renormalized probability over the call tokens
+  // The logits come from a re-feed with every row (branch winner, enum value): the engine's
+  // candidate-list forward only follows its own call steps.
+  bool full_logits = false;
   double text_logp_sum = 0;  // think / free text: sum of full-softmax log-probs (unpenalized)
   int text_logp_count = 0;
   std::vector<uint8_t> seen;  // tokens committed this turn (repetition penalty)
@@ -126,6 +130,10 @@ Session::Session(const format::CactFile& file, const SessionConfig& config, std:
     value_start_list_[renderer_.tokens().tool_call_end] = 1;
     if (vocab <= 2 * n) std::fill(value_start_list_.begin(), value_start_list_.end(), 1);
   }
+  for (int32_t id = 0; id < vocab; ++id)
+    if (text_token[id] && !bytes[id].empty())
+      by_first_byte_[static_cast<uint8_t>(bytes[id][0])].push_back(id);
+  cand_.assign(vocab, 1);
   constraint_ = std::make_unique<grammar::TokenConstraint>(std::move(bytes), text_token);
 
   system_ = std::string(system);
@@ -337,7 +345,87 @@ int32_t Session::PenalizedBest(const std::vector<uint8_t>& allowed,
   return best;
 }
 
-double Session::CallTokenConfidence(const std::vector<uint8_t>& allowed) {
+const std::vector<uint8_t>& Session::CandidateList(const grammar::GrammarState& gs) {
+  // The engine's first-byte set per grammar state (fn 139, read from the wasm): fixed sets for
+  // the structure, the value start and numbers; the next byte of a literal or of the matching
+  // tool names; none for the text of strings and argument keys (there it computes every row).
+  using grammar::FrameKind;
+  const grammar::CallGrammar& g = *grammar_;
+  std::array<bool, 256> first{};
+  bool whole = false;
+  auto set = [&](std::string_view bytes) {
+    for (char c : bytes) first[static_cast<uint8_t>(c)] = true;
+  };
+  auto accepted = [&] {
+    grammar::GrammarState probe;
+    for (int b = 0; b < 256; ++b) {
+      grammar::CallGrammar::CopyState(gs, &probe);
+      first[b] = g.Feed(probe, static_cast<uint8_t>(b));
+    }
+  };
+  auto string_text = [&](uint8_t phase) {
+    if (phase == 0)
+      whole = true;
+    else if (phase == 1)
+      set("\"\\/bfnrtu");
+    else
+      set("0123456789abcdefABCDEF");
+  };
+  constexpr std::string_view kValueStart = "0123456789-tfn\"{[]";
+  const grammar::Frame& f = gs.top();
+  switch (f.kind) {
+    case FrameKind::kTop:
+      set(f.phase == 0 ? "[" : f.phase == 1 ? "{]" : f.phase == 2 ? "]," : f.phase == 3 ? "{" : "");
+      break;
+    case FrameKind::kCall:
+      if (f.phase <= 1)
+        accepted();  // the fixed `"name":"` / `,"arguments":` text
+      else
+        set(f.phase == 2 ? "{" : "}");
+      break;
+    case FrameKind::kObject:
+      set(f.phase == 1 ? ":" : f.phase == 2 ? kValueStart : f.phase == 3 ? ",}" : "\"}");
+      break;
+    case FrameKind::kArray:
+      set(f.phase == 1 ? "]," : kValueStart);
+      break;
+    case FrameKind::kKey:
+      if (f.node < 0)
+        accepted();  // tool names: the next byte of every name still matching, `"` at its end
+      else
+        string_text(f.phase);
+      break;
+    case FrameKind::kString:
+      string_text(f.phase);
+      break;
+    case FrameKind::kNumber:
+      set("0123456789}Ee]+,-.");
+      break;
+    case FrameKind::kLiteral:
+      if (f.literal_set == grammar::kLiteralsEnum && f.count >= 1)
+        string_text(f.phase);  // an enum string: the engine decodes it as a string
+      else
+        accepted();
+      break;
+  }
+  size_t n = 0;
+  for (int b = 0; b < 256; ++b)
+    if (first[b]) n += by_first_byte_[b].size();
+  if (whole || cand_.size() <= 2 * n) {
+    std::fill(cand_.begin(), cand_.end(), 1);
+    return cand_;
+  }
+  std::fill(cand_.begin(), cand_.end(), 0);
+  for (int b = 0; b < 256; ++b)
+    if (first[b])
+      for (int32_t id : by_first_byte_[b]) cand_[id] = 1;
+  cand_[renderer_.tokens().im_end] = 1;
+  cand_[renderer_.tokens().tool_call_end] = 1;
+  return cand_;
+}
+
+double Session::CallTokenConfidence(const std::vector<uint8_t>& allowed,
+                                    const std::vector<uint8_t>& candidates) {
   // The engine's walk (ENGINE-PROTOCOL.md section 2): softmax over the vocabulary without
   // <|im_end|>, <think>, </think> and <tool_call>; tokens in descending logit order; valid ones
   // add to V, every one to M; after the first valid token the walk stops once M >= 0.99 or
@@ -346,7 +434,8 @@ double Session::CallTokenConfidence(const std::vector<uint8_t>& allowed) {
   const auto& chat = renderer_.tokens();
   const ProtocolConfig& pc = config_.protocol;
   auto masked = [&](int32_t id) {
-    return id == chat.im_end || id == chat.think || id == chat.think_end || id == chat.tool_call;
+    return !candidates[id] || id == chat.im_end || id == chat.think || id == chat.think_end ||
+           id == chat.tool_call;
   };
   float m = -INFINITY;
   for (int32_t id = 0; id < static_cast<int32_t>(logits_.size()); ++id)
@@ -383,11 +472,34 @@ double Session::CallTokenConfidence(const std::vector<uint8_t>& allowed) {
   return valid > 0 ? chosen / valid : chosen;
 }
 
-double Session::HeadConfidence() const {
+double Session::HeadConfidence(const std::vector<int32_t>& generated, bool* rescored) {
   if (confidence_head_ < 0) return -1;
+  const size_t head = static_cast<size_t>(confidence_head_);
   float logit = 0;
-  decoder_->HeadOutput(static_cast<size_t>(confidence_head_), {&logit, 1});
-  return 1.0 / (1.0 + std::exp(-double(logit)));
+  // The engine's cached features serve while valid; after a rewind beyond its history (or under
+  // NEEDLE_CONF_RESCORE) it re-forwards prefix + every turn token so far from position 0 in
+  // 32-token calls with a fresh cache (fn 184), and its cache stays invalid for the later turns
+  // of the conversation (fn 184 leaves it reset).
+  const size_t context = prefix_ids_.size() + history_.size() + generated.size();
+  if ((decoder_->PoolCacheValid() && !config_.protocol.conf_rescore) ||
+      context != decoder_->position()) {
+    decoder_->HeadOutput(head, {&logit, 1});
+  } else {
+    std::vector<int32_t> ids = prefix_ids_;
+    ids.insert(ids.end(), history_.begin(), history_.end());
+    ids.insert(ids.end(), generated.begin(), generated.end());
+    *rescored = true;
+    const uint32_t sinks = decoder_->sink_len();
+    decoder_->Save(&rescore_snapshot_);
+    decoder_->Reset();
+    decoder_->SetSinkLen(sinks);
+    decoder_->Prefill(ids, {});
+    decoder_->HeadOutput(head, {&logit, 1});
+    decoder_->Restore(rescore_snapshot_);
+    decoder_->InvalidatePoolCache();
+  }
+  // f32: 1 / (expf(-z) + 1).
+  return kernels::Sigmoid(logit);
 }
 
 TurnResult Session::Complete(std::string_view query, int max_tokens, TokenFilter* filter) {
@@ -533,7 +645,7 @@ void Session::DecodeCall(TurnState& t, bool require_call) {
           bool ok = true;
           for (int32_t id : ids) ok = ok && tc.Advance(g, probe, id);
           if (!ok || ids.empty()) continue;
-          decoder_->Restore(branch_snapshot_);
+          decoder_->Rewind(branch_snapshot_);
           std::copy(branch_logits_.begin(), branch_logits_.end(), logits_.begin());
           double score = 0;
           for (size_t i = 0; i < ids.size(); ++i) {
@@ -545,13 +657,14 @@ void Session::DecodeCall(TurnState& t, bool require_call) {
             best_ids = ids;
           }
         }
-        decoder_->Restore(branch_snapshot_);
+        decoder_->Rewind(branch_snapshot_);
         std::copy(branch_logits_.begin(), branch_logits_.end(), logits_.begin());
         if (!best_ids.empty()) {
           for (int32_t id : best_ids) {
             if (t.counted >= t.max_new_tokens) break;
             commit(id, true);
           }
+          t.full_logits = true;
           continue;
         }
       }
@@ -590,7 +703,7 @@ void Session::DecodeCall(TurnState& t, bool require_call) {
         std::vector<int32_t> best_ids;
         std::vector<double> best_probs;
         for (int32_t c : cands) {
-          decoder_->Restore(branch_snapshot_);
+          decoder_->Rewind(branch_snapshot_);
           std::copy(branch_logits_.begin(), branch_logits_.end(), logits_.begin());
           grammar::GrammarState bs;
           grammar::CallGrammar::CopyState(gs, &bs);
@@ -616,26 +729,37 @@ void Session::DecodeCall(TurnState& t, bool require_call) {
           const double score =
               sum_lp / static_cast<double>(ids.size()) - (closed ? 0.0 : pc.branch_open_penalty);
           if (pc.trace)
-            fmt::print(stderr, "  branch {:?} score {:.4f} tokens {}\n", tokenizer_.Decode(ids),
-                       score, ids.size());
+            fmt::print(stderr, "  branch {:?} score {:.4f} tokens {} p {}\n",
+                       tokenizer_.Decode(ids), score, ids.size(), fmt::join(probs, " "));
           if (score > best_score) {
             best_score = score;
             best_ids = ids;
             best_probs = probs;
           }
         }
-        decoder_->Restore(branch_snapshot_);
+        decoder_->Rewind(branch_snapshot_);
         std::copy(branch_logits_.begin(), branch_logits_.end(), logits_.begin());
         for (size_t i = 0; i < best_ids.size(); ++i) {
-          t.dc = std::min(t.dc, best_probs[i]);
+          // An enum branch taken after the key's quote enters nothing into the confidence list
+          // (engine, measured: its minimum is a later call step's, far above the branch tokens'
+          // p; doc/PROTOCOL-NOTES.md item 4b).
+          if (!after_quote) t.dc = std::min(t.dc, best_probs[i]);
           commit(best_ids[i], /*counted=*/i == 0);
         }
+        t.full_logits = true;
         continue;
       }
     }
     const int32_t best = BestAllowed(allowed_);
     if (pc.trace) TraceStep("call", allowed_, t.counted);
-    t.dc = std::min(t.dc, CallTokenConfidence(allowed_));
+    // The engine's step logits hold only the rows of its candidate list for this state (the rest
+    // -1e30), except right after a re-feed.
+    if (t.full_logits) std::fill(cand_.begin(), cand_.end(), 1);
+    const double token_confidence =
+        CallTokenConfidence(allowed_, t.full_logits ? cand_ : CandidateList(gs));
+    t.full_logits = false;
+    if (pc.trace) fmt::print(stderr, "  confidence {:.6f}\n", token_confidence);
+    t.dc = std::min(t.dc, token_confidence);
     commit(best, true);
   }
 }
@@ -666,7 +790,7 @@ Reply Session::Respond(std::string_view input, int max_new_tokens) {
   const size_t keep = static_cast<size_t>(std::max<int64_t>(1, room));
   if (r.turn_ids.size() > keep)
     r.turn_ids.erase(r.turn_ids.begin(), r.turn_ids.end() - static_cast<std::ptrdiff_t>(keep));
-  if (retrieval_) history_.insert(history_.end(), r.turn_ids.begin(), r.turn_ids.end());
+  history_.insert(history_.end(), r.turn_ids.begin(), r.turn_ids.end());
   if (rebuild) {
     std::vector<int32_t> context = prefix_ids_;
     context.insert(context.end(), history_.begin(), history_.end());
@@ -791,7 +915,7 @@ Reply Session::Respond(std::string_view input, int max_new_tokens) {
   r.decode_seconds = dw.Seconds();
   Finish(t, &reply);
   // The context keeps exactly what was fed (an exhausted budget appends nothing).
-  if (retrieval_) history_.insert(history_.end(), t.ids.begin(), t.ids.end());
+  history_.insert(history_.end(), t.ids.begin(), t.ids.end());
   return reply;
 }
 
@@ -811,7 +935,7 @@ void Session::Finish(TurnState& t, Reply* reply) {
     reply->reasoning = std::string(think);
   else if (!free.empty())
     reply->reasoning = std::string(free);
-  reply->head_confidence = HeadConfidence();
+  reply->head_confidence = HeadConfidence(t.ids, &reply->head_rescored);
   last_turn_had_calls_ = false;
   if (t.call_started) {
     reply->type = "call";
