@@ -188,7 +188,7 @@ inline __m256i DotGroup(__m256i acc, const GroupWeights& w, const int8_t* a) {
 }
 
 // Lane l of the result = sum of the 8 int32 lanes of v[l].
-inline __m256i Reduce8(const __m256i* v) {
+[[maybe_unused]] inline __m256i Reduce8(const __m256i* v) {
   __m256i b[4], c[2];
   for (size_t i = 0; i < 4; ++i)
     b[i] = _mm256_add_epi32(_mm256_unpacklo_epi32(v[2 * i], v[2 * i + 1]),

@@ -268,6 +268,7 @@ std::vector<size_t> Session::RetrieveTools(std::string_view query) {
                    [](const auto& a, const auto& b) { return a.first > b.first; });
   ranked.resize(std::min(ranked.size(), text::kMaxRenderedTools));
   std::vector<size_t> chosen;
+  chosen.reserve(ranked.size());
   for (const auto& r : ranked) chosen.push_back(r.second);
   std::sort(chosen.begin(), chosen.end());
   return chosen;
