@@ -3,6 +3,7 @@
 // (generated tokens) and turn ids, for fresh turns and conversations with <= 5 tools.
 #include "session/session.h"
 
+#include <fmt/format.h>
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
@@ -31,11 +32,20 @@ const std::set<std::pair<int, int>>& OpenTurns(const std::string& /*model*/) {
   return none;
 }
 
+// Turns whose confidence (printed %.4f) still differs from the engine's; every other turn must
+// agree to the fourth decimal, and every listed turn must still differ (the lists only shrink).
+// None left (doc/PROTOCOL-NOTES.md items 4a-4c: candidate-list logits, the after-quote enum
+// branch, the probe cache and its re-forward).
+const std::set<std::pair<int, int>>& OpenConfidence(const std::string& /*model*/) {
+  static const std::set<std::pair<int, int>> none;
+  return none;
+}
+
 void CheckModel(const std::string& model, int expected_matches) {
   const json golden =
       json::parse(std::ifstream(DataPath("golden/session/" + model + ".session.json")));
   const format::CactFile file = format::CactFile::Open(ModelPath(model + ".cact"));
-  int matches = 0, checked = 0, confidence_within_1e4 = 0;
+  int matches = 0, checked = 0, confidence_equal = 0;
   for (size_t ci = 0; ci < golden["cases"].size(); ++ci) {
     const json& c = golden["cases"][ci];
     if (c["tools"].size() > 5) continue;  // retrieval is not implemented yet
@@ -47,8 +57,8 @@ void CheckModel(const std::string& model, int expected_matches) {
       const session::Reply r = s.Respond(step["input"].get<std::string>(), c["max_tokens"]);
       json ours = json::parse(r.EnvelopeJson());
       json theirs = step["reply"];
-      const double conf_ours = ours.value("confidence", -1.0);
-      const double conf_theirs = theirs.value("confidence", -1.0);
+      const std::string conf_ours = fmt::format("{:.4f}", ours.value("confidence", -1.0));
+      const std::string conf_theirs = fmt::format("{:.4f}", theirs.value("confidence", -1.0));
       for (const char* k : {"prefill_tps", "decode_tps", "peak_ram_mb", "confidence"}) {
         CHECK(ours.contains(k) == theirs.contains(k));
         ours.erase(k);
@@ -70,16 +80,19 @@ void CheckModel(const std::string& model, int expected_matches) {
         CHECK(r.think_text == think);
         CHECK(r.counted_tokens == step["returned"].get<int>());
       }
-      confidence_within_1e4 += std::fabs(conf_ours - conf_theirs) <= 1e-4 ? 1 : 0;
+      {
+        INFO("confidence: ours " << conf_ours << ", engine " << conf_theirs);
+        CHECK((conf_ours == conf_theirs) !=
+              (OpenConfidence(model).count({static_cast<int>(ci), static_cast<int>(si)}) > 0));
+      }
+      confidence_equal += conf_ours == conf_theirs;
       if (c["tools"].empty()) CHECK(r.confidence.value_or(-1) == 1.0);
       matches += same;
       ++checked;
     }
   }
-  // Confidence is not asserted yet (issue 9 item 4: the probe-head part under the integer path
-  // is not established); how many agree to the fourth decimal is reported.
   WARN(model << ": " << matches << " / " << checked << " turns identical to the engine, "
-             << confidence_within_1e4 << " with the same confidence (within 1e-4)");
+             << confidence_equal << " with the same confidence (%.4f)");
   CHECK(matches >= expected_matches);
 }
 
@@ -112,6 +125,8 @@ TEST_CASE("reply envelopes match the engine's official entries (24 tokens)", "[s
       json theirs = o["envelope"];
       INFO(model << " official entry " << i);
       CHECK(ours.size() == theirs.size());
+      CHECK(fmt::format("{:.4f}", ours.value("confidence", -1.0)) ==
+            fmt::format("{:.4f}", theirs.value("confidence", -1.0)));
       for (const char* k : {"prefill_tps", "decode_tps", "peak_ram_mb", "confidence"}) {
         ours.erase(k);
         theirs.erase(k);

@@ -1,9 +1,9 @@
 // Whole turns against the session goldens made by scripts/official/make-session-goldens.sh
 // (tests/data/golden/session-v2): turn ids always (rendering, turn tail cut, the tools retrieved
 // for more than 5 tools and the rebuilt context), and the reply
-// envelope (timing and confidence aside), call text, think text and the engine's return value,
-// except for the explicit lists below, each with its reason; they must shrink to zero (near ties
-// with the official numerics, NumericPath::kOfficial; the rest by protocol fixes).
+// envelope (timing aside; confidence to the fourth decimal), call text, think text and the engine's
+// return value, except for the explicit lists below, each with its reason; they must shrink to zero
+// (near ties with the official numerics, NumericPath::kOfficial; the rest by protocol fixes).
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -82,12 +82,18 @@ const std::map<std::string, Steps>& Open() {
   return m;
 }
 
+// Turns whose confidence (printed %.4f) still differs from the engine's: exactly the turns of
+// Open() (their output differs, so their confidence lists do too); every other turn must agree
+// to the fourth decimal and every listed turn must still differ (the lists only shrink).
+Steps OpenConfidence(const std::string& model) { return Open().at(model); }
+
 void CheckModel(const std::string& model) {
   const json golden =
       json::parse(std::ifstream(DataPath("golden/session-v2/" + model + ".session.json")));
   const format::CactFile file = format::CactFile::Open(ModelPath(model + ".cact"));
   const Steps& open = Open().at(model);
-  int matches = 0, checked = 0;
+  const Steps open_confidence = OpenConfidence(model);
+  int matches = 0, checked = 0, confidence_equal = 0;
   std::string mismatched;
   for (size_t ci = 0; ci < golden["cases"].size(); ++ci) {
     const json& c = golden["cases"][ci];
@@ -100,6 +106,8 @@ void CheckModel(const std::string& model) {
       const session::Reply r = s.Respond(step["input"].get<std::string>(), c["max_tokens"]);
       json ours = json::parse(r.EnvelopeJson());
       json theirs = step["reply"];
+      const std::string conf_ours = fmt::format("{:.4f}", ours.value("confidence", -1.0));
+      const std::string conf_theirs = fmt::format("{:.4f}", theirs.value("confidence", -1.0));
       for (const char* k : {"prefill_tps", "decode_tps", "peak_ram_mb", "confidence"}) {
         CHECK(ours.contains(k) == theirs.contains(k));
         ours.erase(k);
@@ -132,12 +140,18 @@ void CheckModel(const std::string& model) {
       history_same = history_same && (same || !c["conversation"].get<bool>());
       INFO("case " << ci << " step " << si);
       CHECK(same != (open.count({static_cast<int>(ci), static_cast<int>(si)}) > 0));
+      {
+        INFO("confidence: ours " << conf_ours << ", engine " << conf_theirs);
+        CHECK((conf_ours == conf_theirs) !=
+              (open_confidence.count({static_cast<int>(ci), static_cast<int>(si)}) > 0));
+      }
+      confidence_equal += conf_ours == conf_theirs;
       matches += same;
       ++checked;
     }
   }
-  WARN(model << ": " << matches << " / " << checked
-             << " turns identical; differing:" << mismatched);
+  WARN(model << ": " << matches << " / " << checked << " turns identical, " << confidence_equal
+             << " with the same confidence (%.4f); differing:" << mismatched);
 }
 
 }  // namespace

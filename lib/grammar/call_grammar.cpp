@@ -65,9 +65,6 @@ uint8_t SimpleEscape(uint8_t c) {
   return 0;
 }
 
-// Literal sets of Frame::literal_set.
-constexpr uint8_t kLiteralsEnum = 0, kLiteralsBool = 1, kLiteralsNull = 2;
-
 // After a value frame was popped: the parent moves past the value.
 void ValueDone(GrammarState& s) {
   Frame& p = s.frames[s.depth - 1];

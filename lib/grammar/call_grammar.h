@@ -35,6 +35,9 @@ struct CompatOptions {
   bool refuse_brace_in_string = true;
 };
 
+// Literal sets of Frame::literal_set.
+inline constexpr uint8_t kLiteralsEnum = 0, kLiteralsBool = 1, kLiteralsNull = 2;
+
 enum class FrameKind : uint8_t { kTop, kCall, kObject, kArray, kKey, kString, kNumber, kLiteral };
 
 // One level of the pushdown stack. Plain data: states are copied per candidate token.

@@ -94,9 +94,9 @@ Decoder::Decoder(const Model& model, const DecoderConfig& config)
   row_scratch_.resize(max_in_pad);
   cell_.resize(B * d);
   if (config_.pool_heads) {
-    const float inv_sqrt_d = 1.f / std::sqrt(static_cast<float>(d));
+    inv_sqrt_d_ = 1.f / std::sqrt(static_cast<float>(d));
     for (const HeadWeights& h : w_->heads) {
-      for (float v : h.probes) probes_.push_back(v * inv_sqrt_d);
+      probes_.insert(probes_.end(), h.probes.begin(), h.probes.end());
       num_probes_ += h.num_probes;
     }
     pool_acc_.resize(num_probes_ * d);
@@ -105,29 +105,34 @@ Decoder::Decoder(const Model& model, const DecoderConfig& config)
   Reset();
 }
 
-void Decoder::PoolCells(const float* cells, size_t n, size_t ld) {
+void Decoder::PoolCells(const int32_t* ids, const float* cells, size_t n, size_t ld) {
+  // The engine's pooling callback (fn 289): score = (1 / sqrtf(d)) * seq-sum(cell_i * probe_i);
+  // a new maximum rescales acc and sum by expf(max - score) (0 while max is the initial -1e30);
+  // then w = expf(score - max), sum = sum + w, acc = w * cell + acc. musl expf.
   const size_t d = geometry_.d_model;
   if (config_.cell_log)
     for (size_t t = 0; t < n; ++t)
       config_.cell_log->insert(config_.cell_log->end(), cells + t * ld, cells + t * ld + d);
-  for (size_t k = 0; k < num_probes_; ++k) {
-    float& max = pool_stats_[2 * k];
-    float& sum = pool_stats_[2 * k + 1];
-    float* acc = &pool_acc_[k * d];
-    const float* probe = &probes_[k * d];
-    for (size_t t = 0; t < n; ++t) {
-      const float* cell = cells + t * ld;
-      const float score = kernels::Dot(cell, probe, d);
+  for (size_t t = 0; t < n; ++t) {
+    if (ids[t] == 0) continue;
+    const float* cell = cells + t * ld;
+    for (size_t k = 0; k < num_probes_; ++k) {
+      float& max = pool_stats_[2 * k];
+      float& sum = pool_stats_[2 * k + 1];
+      float* acc = &pool_acc_[k * d];
+      const float* probe = &probes_[k * d];
+      float dot = 0.f;
+      for (size_t i = 0; i < d; ++i) dot = cell[i] * probe[i] + dot;
+      const float score = inv_sqrt_d_ * dot;
       if (score > max) {
-        const float scale = std::exp(max - score);  // 0 for the first cell (max = -inf)
-        sum = sum * scale + 1.f;
-        for (size_t i = 0; i < d; ++i) acc[i] = acc[i] * scale + cell[i];
+        const float scale = max <= -1e30f ? 0.f : kernels::libm::Expf(max - score);
+        for (size_t i = 0; i < d; ++i) acc[i] = scale * acc[i];
+        sum = scale * sum;
         max = score;
-      } else {
-        const float wgt = std::exp(score - max);
-        sum += wgt;
-        kernels::Axpy(wgt, cell, acc, d);
       }
+      const float wgt = kernels::libm::Expf(score - max);
+      sum = sum + wgt;
+      for (size_t i = 0; i < d; ++i) acc[i] = wgt * cell[i] + acc[i];
     }
   }
 }
@@ -144,19 +149,19 @@ void Decoder::HeadOutput(size_t head, std::span<float> out) const {
   const size_t d = geometry_.d_model;
   size_t first = 0;
   for (size_t i = 0; i < head; ++i) first += w_->heads[i].num_probes;
-  // out = flatten(pooled) @ proj^T + bias, pooled[k] = acc[k] / sum[k].
+  // The engine's order (fn 184 + fn 253): pooled[k] = (sum > 0 ? 1 / sum : 0) * acc[k];
+  // out = bias, then out = proj[o][j] * pooled[j] + out over the flattened P*d values.
   const size_t pd = size_t{h.num_probes} * d;
   for (size_t o = 0; o < h.out_dim; ++o) {
-    float v = 0.f;
+    float v = h.bias.empty() ? 0.f : h.bias[o];
+    const float* row = &h.proj[o * pd];
     for (size_t k = 0; k < h.num_probes; ++k) {
-      const float inv = 1.f / pool_stats_[2 * (first + k) + 1];
+      const float s = pool_stats_[2 * (first + k) + 1];
+      const float inv = s > 0.f ? 1.f / s : 0.f;
       const float* acc = &pool_acc_[(first + k) * d];
-      const float* row = &h.proj[o * pd + k * d];
-      float dot = 0.f;
-      for (size_t i = 0; i < d; ++i) dot += row[i] * (acc[i] * inv);
-      v += dot;
+      for (size_t i = 0; i < d; ++i) v = row[k * d + i] * (inv * acc[i]) + v;
     }
-    out[o] = v + h.bias[o];
+    out[o] = v;
   }
   if (h.kind == format::HeadKind::kContrastive) {
     double ss = 0;
@@ -168,8 +173,11 @@ void Decoder::HeadOutput(size_t head, std::span<float> out) const {
 
 void Decoder::Reset() {
   position_ = 0;
+  pool_valid_ = true;
+  pool_pos_ = 0;
+  pool_hist_len_ = 0;
   for (size_t k = 0; k < num_probes_; ++k) {
-    pool_stats_[2 * k] = -std::numeric_limits<float>::infinity();
+    pool_stats_[2 * k] = -1e30f;
     pool_stats_[2 * k + 1] = 0.f;
   }
   std::fill(pool_acc_.begin(), pool_acc_.end(), 0.f);
@@ -256,6 +264,34 @@ void Decoder::Restore(const Snapshot& s) {
   tokens_ = s.token_ring;
   pool_stats_ = s.pool_stats;
   pool_acc_ = s.pool_acc;
+  pool_valid_ = true;
+  pool_pos_ = s.position;
+  pool_hist_len_ = 0;
+}
+
+void Decoder::Rewind(const Snapshot& s) {
+  // fn 78: look for a forward call that started at the target position, newest first; found:
+  // the cache goes back to it and the history keeps only the calls before it; an older start
+  // (or none) on the way: invalid.
+  bool valid = pool_valid_;
+  uint32_t pos = pool_pos_;
+  size_t len = pool_hist_len_;
+  if (valid && s.position < pos) {
+    valid = false;
+    for (size_t e = len; e-- > 0;) {
+      if (pool_hist_[e] == s.position) {
+        valid = true;
+        pos = s.position;
+        len = e;
+        break;
+      }
+      if (s.position > pool_hist_[e]) break;
+    }
+  }
+  Restore(s);
+  pool_valid_ = valid;
+  pool_pos_ = pos;
+  pool_hist_len_ = len;
 }
 
 void Decoder::Prefill(std::span<const int32_t> ids, std::span<float> last_logits,
@@ -413,7 +449,21 @@ void Decoder::RunBlock(const int32_t* ids, size_t n, float* logits, size_t logit
     for (size_t i = 0; i < d; ++i) x0[i] = embed_scale_ * x0[i];
     for (size_t l = 1; l < nl; ++l) std::memcpy(x0 + l * d, x0, d * 4);
   }
-  if (num_probes_ > 0) PoolCells(lanes_.data(), n, nd);  // cell 0: the scaled embedding
+  if (num_probes_ > 0) {
+    // The engine's cache bookkeeping (fn 67): a call that continues where the cache stands
+    // records its start (the oldest of kPoolHistory dropped) and moves it on; a gap invalidates.
+    if (pool_valid_ && position_ == pool_pos_) {
+      if (pool_hist_len_ == kPoolHistory) {
+        std::copy(pool_hist_.begin() + 1, pool_hist_.end(), pool_hist_.begin());
+        --pool_hist_len_;
+      }
+      pool_hist_[pool_hist_len_++] = position_;
+      pool_pos_ = position_ + static_cast<uint32_t>(n);
+    } else if (pool_valid_ && pool_pos_ < position_ + n) {
+      pool_valid_ = false;
+    }
+    PoolCells(ids, lanes_.data(), n, nd);  // cell 0: the scaled embedding
+  }
   // RoPE angles depend only on the position: once per token for every head of every layer.
   for (size_t t = 0; t < n; ++t)
     kernels::RopeAngles(hd, rope_freqs_.data(), static_cast<float>(position_ + t),
@@ -532,7 +582,7 @@ void Decoder::RunBlock(const int32_t* ids, size_t n, float* logits, size_t logit
     std::swap(lanes_, lanes_next_);
     if (num_probes_ > 0) {  // cell i+1: the lane mean after layer i
       for (size_t t = 0; t < n; ++t) LaneMean(&lanes_[t * nd], nl, d, &cell_[t * d]);
-      PoolCells(cell_.data(), n, d);
+      PoolCells(ids, cell_.data(), n, d);
     }
   }
 

@@ -4,6 +4,7 @@
 // official engine's integer path (default) or the upstream f32 reference.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -117,8 +118,19 @@ class Decoder {
 
   void Save(Snapshot* snapshot) const;
   // Throws InvalidInput if the snapshot comes from a decoder with another path, window or
-  // capacity.
+  // capacity. The engine's pooled-feature cache counts as valid again (its prefix restore, fn
+  // 225: the call history is cleared).
   void Restore(const Snapshot& snapshot);
+  // Restore as a rewind inside a turn (branching, enum selection): the engine rewinds its cache
+  // from its history of forward-call starts (fn 78, the last kPoolHistory calls); when the
+  // snapshot's position is not among them the cache is invalid from then on (PoolCacheValid).
+  void Rewind(const Snapshot& snapshot);
+  // Whether the official engine's cached probe features would still be valid (no rewind beyond
+  // its history since the last Reset/Restore): otherwise it re-forwards the whole context to
+  // score the head (ENGINE-PROTOCOL.md section 2, fn 184).
+  bool PoolCacheValid() const { return pool_valid_; }
+  void InvalidatePoolCache() { pool_valid_ = false; }
+  static constexpr size_t kPoolHistory = 16;
   NumericPath path() const { return config_.path; }
   // Bytes of KV cache per position (all layers).
   size_t KvBytesPerPosition() const { return numerics_->KvBytesPerSlot() * geometry_.num_layers; }
@@ -133,8 +145,9 @@ class Decoder {
   void Project(const kernels::CqMatrix& m, const float* x, size_t n, size_t ldx, size_t row_begin,
                size_t row_end, float* y, size_t ldy);
   KvRing Ring() const { return {config_.kv_window, sink_len_, capacity_}; }
-  // Adds the cells of n tokens (each d values, row stride ld) to every probe's online softmax.
-  void PoolCells(const float* cells, size_t n, size_t ld);
+  // Adds the cells of n tokens (each d values, row stride ld) to every probe's online softmax;
+  // cells of token id 0 are skipped (the engine's mask).
+  void PoolCells(const int32_t* ids, const float* cells, size_t n, size_t ld);
   size_t SlotsUsed() const;
 
   const Weights* w_;
@@ -159,8 +172,15 @@ class Decoder {
   size_t num_probes_ = 0;          // over all heads
   std::vector<float> pool_stats_;  // [num_probes, 2]
   std::vector<float> pool_acc_;    // [num_probes, d]
-  std::vector<float> probes_;      // [num_probes, d] all heads' probes, scaled by 1/sqrt(d)
-  std::vector<float> cell_;        // [B, d] lane means
+  std::vector<float> probes_;      // [num_probes, d] all heads' probes
+  float inv_sqrt_d_ = 0.f;         // score = inv_sqrt_d * dot(cell, probe)
+  // The engine's cache bookkeeping (fn 67 / fn 78): valid flag, next position it expects, and
+  // the start positions of the last forward calls (oldest first).
+  bool pool_valid_ = true;
+  uint32_t pool_pos_ = 0;
+  std::array<uint32_t, kPoolHistory> pool_hist_{};
+  size_t pool_hist_len_ = 0;
+  std::vector<float> cell_;  // [B, d] lane means
 
   // Scratch, sized for max_batch tokens (B).
   std::vector<float> rope_freqs_;               // [head_dim / 2]

@@ -11,6 +11,7 @@
 
 #include "base/error.h"
 #include "format/sha256.h"
+#include "kernels/ops.h"
 #include "model/snapshot_io.h"
 #include "report/system.h"
 #include "report/timer.h"
@@ -83,7 +84,10 @@ struct Session::TurnState {
   std::vector<int32_t> think_ids, text_ids;
   std::string calls;  // call JSON bytes as generated
   bool call_started = false, call_complete = false, dead_end = false, budget_out = false;
-  double dc = 1.0;           // min renormalized probability over the call tokens
+  double dc = 1.0;  // min renormalized probability over the call tokens
+  // The logits come from a re-feed with every row (branch winner, enum value): the engine's
+  // candidate-list forward only follows its own call steps.
+  bool full_logits = false;
   double text_logp_sum = 0;  // think / free text: sum of full-softmax log-probs (unpenalized)
   int text_logp_count = 0;
   std::vector<uint8_t> seen;  // tokens committed this turn (repetition penalty)
@@ -126,6 +130,10 @@ Session::Session(const format::CactFile& file, const SessionConfig& config, std:
     value_start_list_[renderer_.tokens().tool_call_end] = 1;
     if (vocab <= 2 * n) std::fill(value_start_list_.begin(), value_start_list_.end(), 1);
   }
+  for (int32_t id = 0; id < vocab; ++id)
+    if (text_token[id] && !bytes[id].empty())
+      by_first_byte_[static_cast<uint8_t>(bytes[id][0])].push_back(id);
+  cand_.assign(vocab, 1);
   constraint_ = std::make_unique<grammar::TokenConstraint>(std::move(bytes), text_token);
 
   system_ = std::string(system);
@@ -142,10 +150,7 @@ Session::Session(const format::CactFile& file, const SessionConfig& config, std:
   // a contrastive head every tool stays in the prompt, as before).
   retrieval_ = inventory_.size() > text::kMaxRenderedTools && contrastive_head >= 0;
   if (retrieval_) InitRetrieval(static_cast<size_t>(contrastive_head));
-  // With retrieval the fixed prefix is the BOS alone (needle_init returns 1, as the engine); each
-  // user turn then feeds the rebuilt context after it.
-  prefix_ids_ = retrieval_ ? std::vector<int32_t>{renderer_.tokens().bos}
-                           : renderer_.PrefixIds(system, tools_text_);
+  prefix_ids_ = retrieval_ ? std::vector<int32_t>{} : renderer_.PrefixIds(system, tools_text_);
   model::DecoderConfig dc;
   dc.kv_window = config.kv_window ? config.kv_window : g.kv_window;
   dc.sink_len = dc.kv_window ? static_cast<uint32_t>(prefix_ids_.size()) : 0;
@@ -188,7 +193,7 @@ Session::Session(const format::CactFile& file, const SessionConfig& config, std:
   }
   if (!prefix_from_cache_) {
     logits_.assign(g.vocab, 0.f);
-    decoder_->Prefill(prefix_ids_, logits_);
+    if (!prefix_ids_.empty()) decoder_->Prefill(prefix_ids_, logits_);
     decoder_->Save(&prefix_snapshot_);
     if (!retrieval_ && !cache_path.empty()) {
       std::filesystem::create_directories(config_.prefix_cache_dir);
@@ -251,7 +256,6 @@ std::vector<size_t> Session::RetrieveTools(std::string_view query) {
   const std::vector<float> q = Embed(query);
   // Cosine similarity (the embeddings are L2-normalized); the top 5, in declaration order.
   std::vector<std::pair<float, size_t>> ranked;
-  ranked.reserve(all_tools_.size());
   for (size_t i = 0; i < all_tools_.size(); ++i) {
     float dot = 0.f;
     for (size_t j = 0; j < q.size(); ++j) dot += q[j] * tool_embeddings_[i][j];
@@ -342,7 +346,87 @@ int32_t Session::PenalizedBest(const std::vector<uint8_t>& allowed,
   return best;
 }
 
-double Session::CallTokenConfidence(const std::vector<uint8_t>& allowed) {
+const std::vector<uint8_t>& Session::CandidateList(const grammar::GrammarState& gs) {
+  // The engine's first-byte set per grammar state (fn 139, read from the wasm): fixed sets for
+  // the structure, the value start and numbers; the next byte of a literal or of the matching
+  // tool names; none for the text of strings and argument keys (there it computes every row).
+  using grammar::FrameKind;
+  const grammar::CallGrammar& g = *grammar_;
+  std::array<bool, 256> first{};
+  bool whole = false;
+  auto set = [&](std::string_view bytes) {
+    for (char c : bytes) first[static_cast<uint8_t>(c)] = true;
+  };
+  auto accepted = [&] {
+    grammar::GrammarState probe;
+    for (int b = 0; b < 256; ++b) {
+      grammar::CallGrammar::CopyState(gs, &probe);
+      first[b] = g.Feed(probe, static_cast<uint8_t>(b));
+    }
+  };
+  auto string_text = [&](uint8_t phase) {
+    if (phase == 0)
+      whole = true;
+    else if (phase == 1)
+      set("\"\\/bfnrtu");
+    else
+      set("0123456789abcdefABCDEF");
+  };
+  constexpr std::string_view kValueStart = "0123456789-tfn\"{[]";
+  const grammar::Frame& f = gs.top();
+  switch (f.kind) {
+    case FrameKind::kTop:
+      set(f.phase == 0 ? "[" : f.phase == 1 ? "{]" : f.phase == 2 ? "]," : f.phase == 3 ? "{" : "");
+      break;
+    case FrameKind::kCall:
+      if (f.phase <= 1)
+        accepted();  // the fixed `"name":"` / `,"arguments":` text
+      else
+        set(f.phase == 2 ? "{" : "}");
+      break;
+    case FrameKind::kObject:
+      set(f.phase == 1 ? ":" : f.phase == 2 ? kValueStart : f.phase == 3 ? ",}" : "\"}");
+      break;
+    case FrameKind::kArray:
+      set(f.phase == 1 ? "]," : kValueStart);
+      break;
+    case FrameKind::kKey:
+      if (f.node < 0)
+        accepted();  // tool names: the next byte of every name still matching, `"` at its end
+      else
+        string_text(f.phase);
+      break;
+    case FrameKind::kString:
+      string_text(f.phase);
+      break;
+    case FrameKind::kNumber:
+      set("0123456789}Ee]+,-.");
+      break;
+    case FrameKind::kLiteral:
+      if (f.literal_set == grammar::kLiteralsEnum && f.count >= 1)
+        string_text(f.phase);  // an enum string: the engine decodes it as a string
+      else
+        accepted();
+      break;
+  }
+  size_t n = 0;
+  for (int b = 0; b < 256; ++b)
+    if (first[b]) n += by_first_byte_[b].size();
+  if (whole || cand_.size() <= 2 * n) {
+    std::fill(cand_.begin(), cand_.end(), 1);
+    return cand_;
+  }
+  std::fill(cand_.begin(), cand_.end(), 0);
+  for (int b = 0; b < 256; ++b)
+    if (first[b])
+      for (int32_t id : by_first_byte_[b]) cand_[id] = 1;
+  cand_[renderer_.tokens().im_end] = 1;
+  cand_[renderer_.tokens().tool_call_end] = 1;
+  return cand_;
+}
+
+double Session::CallTokenConfidence(const std::vector<uint8_t>& allowed,
+                                    const std::vector<uint8_t>& candidates) {
   // The engine's walk (ENGINE-PROTOCOL.md section 2): softmax over the vocabulary without
   // <|im_end|>, <think>, </think> and <tool_call>; tokens in descending logit order; valid ones
   // add to V, every one to M; after the first valid token the walk stops once M >= 0.99 or
@@ -351,7 +435,8 @@ double Session::CallTokenConfidence(const std::vector<uint8_t>& allowed) {
   const auto& chat = renderer_.tokens();
   const ProtocolConfig& pc = config_.protocol;
   auto masked = [&](int32_t id) {
-    return id == chat.im_end || id == chat.think || id == chat.think_end || id == chat.tool_call;
+    return !candidates[id] || id == chat.im_end || id == chat.think || id == chat.think_end ||
+           id == chat.tool_call;
   };
   float m = -INFINITY;
   for (int32_t id = 0; id < static_cast<int32_t>(logits_.size()); ++id)
@@ -388,11 +473,34 @@ double Session::CallTokenConfidence(const std::vector<uint8_t>& allowed) {
   return valid > 0 ? chosen / valid : chosen;
 }
 
-double Session::HeadConfidence() const {
+double Session::HeadConfidence(const std::vector<int32_t>& generated, bool* rescored) {
   if (confidence_head_ < 0) return -1;
+  const size_t head = static_cast<size_t>(confidence_head_);
   float logit = 0;
-  decoder_->HeadOutput(static_cast<size_t>(confidence_head_), {&logit, 1});
-  return 1.0 / (1.0 + std::exp(-double(logit)));
+  // The engine's cached features serve while valid; after a rewind beyond its history (or under
+  // NEEDLE_CONF_RESCORE) it re-forwards prefix + every turn token so far from position 0 in
+  // 32-token calls with a fresh cache (fn 184), and its cache stays invalid for the later turns
+  // of the conversation (fn 184 leaves it reset).
+  const size_t context = prefix_ids_.size() + history_.size() + generated.size();
+  if ((decoder_->PoolCacheValid() && !config_.protocol.conf_rescore) ||
+      context != decoder_->position()) {
+    decoder_->HeadOutput(head, {&logit, 1});
+  } else {
+    std::vector<int32_t> ids = prefix_ids_;
+    ids.insert(ids.end(), history_.begin(), history_.end());
+    ids.insert(ids.end(), generated.begin(), generated.end());
+    *rescored = true;
+    const uint32_t sinks = decoder_->sink_len();
+    decoder_->Save(&rescore_snapshot_);
+    decoder_->Reset();
+    decoder_->SetSinkLen(sinks);
+    decoder_->Prefill(ids, {});
+    decoder_->HeadOutput(head, {&logit, 1});
+    decoder_->Restore(rescore_snapshot_);
+    decoder_->InvalidatePoolCache();
+  }
+  // f32: 1 / (expf(-z) + 1).
+  return kernels::Sigmoid(logit);
 }
 
 TurnResult Session::Complete(std::string_view query, int max_tokens, TokenFilter* filter) {
@@ -449,9 +557,7 @@ void Session::DecodeCall(TurnState& t, bool require_call) {
   grammar::TokenConstraint& tc = *constraint_;
   const ProtocolConfig& pc = config_.protocol;
   grammar::GrammarState gs = g.Start(require_call);
-  // `feed` false: the token is already in the decoder (the explored branch that won was the last
-  // one explored, so its positions are kept instead of being computed again).
-  auto commit = [&](int32_t id, bool counted, bool feed = true) {
+  auto commit = [&](int32_t id, bool counted) {
     t.seen[id] = 1;
     t.ids.push_back(id);
     ++t.committed;
@@ -459,7 +565,7 @@ void Session::DecodeCall(TurnState& t, bool require_call) {
     t.calls += tc.bytes(id);
     if (!t.call_started && !t.calls.empty()) t.call_started = true;
     tc.Advance(g, gs, id);
-    if (feed) Feed(id);
+    Feed(id);
   };
   // Which value a state is at the start of: node index, or -1. `after_quote`: the value's
   // opening quote is already in (the key token carried it).
@@ -529,28 +635,19 @@ void Session::DecodeCall(TurnState& t, bool require_call) {
         }
       }
       if (!grounded.empty() && after_quote && t.remaining() >= pc.enum_min_budget) {
-        std::vector<std::vector<int32_t>> values;
-        size_t longest = 0;
+        decoder_->Save(&branch_snapshot_);
+        std::copy(logits_.begin(), logits_.end(), branch_logits_.begin());
+        double best_score = -INFINITY;
+        std::vector<int32_t> best_ids;
         for (const std::string& v : grounded) {
-          std::vector<int32_t> ids = tokenizer_.Encode(v + "\"", false);
+          const std::vector<int32_t> ids = tokenizer_.Encode(v + "\"", false);
           grammar::GrammarState probe;
           grammar::CallGrammar::CopyState(gs, &probe);
           bool ok = true;
           for (int32_t id : ids) ok = ok && tc.Advance(g, probe, id);
           if (!ok || ids.empty()) continue;
-          longest = std::max(longest, ids.size());
-          values.push_back(std::move(ids));
-        }
-        decoder_->Mark(longest, &branch_mark_);
-        std::copy(logits_.begin(), logits_.end(), branch_logits_.begin());
-        double best_score = -INFINITY;
-        size_t best = values.size();
-        for (size_t k = 0; k < values.size(); ++k) {
-          const std::vector<int32_t>& ids = values[k];
-          if (k > 0) {
-            decoder_->Rewind(branch_mark_);
-            std::copy(branch_logits_.begin(), branch_logits_.end(), logits_.begin());
-          }
+          decoder_->Rewind(branch_snapshot_);
+          std::copy(branch_logits_.begin(), branch_logits_.end(), logits_.begin());
           double score = 0;
           for (size_t i = 0; i < ids.size(); ++i) {
             score += LogSoftmaxAt(logits_, ids[i]);
@@ -558,28 +655,17 @@ void Session::DecodeCall(TurnState& t, bool require_call) {
           }
           if (score > best_score) {
             best_score = score;
-            best = k;
+            best_ids = ids;
           }
         }
-        // The last value explored is still in the decoder (all but its last token).
-        const size_t kept = best + 1 == values.size() ? values[best].size() - 1 : 0;
-        if (kept == 0 && !values.empty()) {
-          decoder_->Rewind(branch_mark_);
-          std::copy(branch_logits_.begin(), branch_logits_.end(), logits_.begin());
-        }
-        if (best < values.size()) {
-          const std::vector<int32_t>& ids = values[best];
-          for (size_t i = 0; i < ids.size(); ++i) {
-            if (t.counted >= t.max_new_tokens) {
-              if (i < kept) {  // positions fed beyond the commit: back to the mark, refeed
-                decoder_->Rewind(branch_mark_);
-                std::copy(branch_logits_.begin(), branch_logits_.end(), logits_.begin());
-                for (size_t j = 0; j < i; ++j) Feed(ids[j]);
-              }
-              break;
-            }
-            commit(ids[i], true, /*feed=*/i >= kept);
+        decoder_->Rewind(branch_snapshot_);
+        std::copy(branch_logits_.begin(), branch_logits_.end(), logits_.begin());
+        if (!best_ids.empty()) {
+          for (int32_t id : best_ids) {
+            if (t.counted >= t.max_new_tokens) break;
+            commit(id, true);
           }
+          t.full_logits = true;
           continue;
         }
       }
@@ -612,19 +698,14 @@ void Session::DecodeCall(TurnState& t, bool require_call) {
                             return logits_[a] > logits_[b] || (logits_[a] == logits_[b] && a < b);
                           });
         cands.resize(width);
-        decoder_->Mark(static_cast<size_t>(pc.branch_max_tokens), &branch_mark_);
+        decoder_->Save(&branch_snapshot_);
         std::copy(logits_.begin(), logits_.end(), branch_logits_.begin());
         double best_score = -INFINITY;
         std::vector<int32_t> best_ids;
         std::vector<double> best_probs;
-        size_t best_fed = 0;  // tokens of the best branch in the decoder (if it was the last)
-        for (size_t ci = 0; ci < cands.size(); ++ci) {
-          const int32_t c = cands[ci];
-          if (ci > 0) {
-            decoder_->Rewind(branch_mark_);
-            std::copy(branch_logits_.begin(), branch_logits_.end(), logits_.begin());
-          }
-          size_t fed = 0;
+        for (int32_t c : cands) {
+          decoder_->Rewind(branch_snapshot_);
+          std::copy(branch_logits_.begin(), branch_logits_.end(), logits_.begin());
           grammar::GrammarState bs;
           grammar::CallGrammar::CopyState(gs, &bs);
           std::vector<int32_t> ids{c};
@@ -634,7 +715,6 @@ void Session::DecodeCall(TurnState& t, bool require_call) {
           bool closed = advance_closes(bs, c);
           while (!closed && static_cast<int>(ids.size()) < pc.branch_max_tokens) {
             Feed(ids.back());
-            ++fed;
             if (tc.Mask(g, bs, allowed_) == 0) break;
             // Extension tokens: greedy over the valid ones, scored (and entered in the confidence
             // list) with their full-vocabulary probability.
@@ -650,32 +730,37 @@ void Session::DecodeCall(TurnState& t, bool require_call) {
           const double score =
               sum_lp / static_cast<double>(ids.size()) - (closed ? 0.0 : pc.branch_open_penalty);
           if (pc.trace)
-            fmt::print(stderr, "  branch {:?} score {:.4f} tokens {}\n", tokenizer_.Decode(ids),
-                       score, ids.size());
+            fmt::print(stderr, "  branch {:?} score {:.4f} tokens {} p {}\n",
+                       tokenizer_.Decode(ids), score, ids.size(), fmt::join(probs, " "));
           if (score > best_score) {
             best_score = score;
             best_ids = ids;
             best_probs = probs;
-            best_fed = ci + 1 == cands.size() ? fed : 0;
-          } else if (ci + 1 == cands.size()) {
-            best_fed = 0;
           }
         }
-        // The last branch explored is still in the decoder: if it won, its fed tokens stay.
-        if (best_fed == 0) {
-          decoder_->Rewind(branch_mark_);
-          std::copy(branch_logits_.begin(), branch_logits_.end(), logits_.begin());
-        }
+        decoder_->Rewind(branch_snapshot_);
+        std::copy(branch_logits_.begin(), branch_logits_.end(), logits_.begin());
         for (size_t i = 0; i < best_ids.size(); ++i) {
-          t.dc = std::min(t.dc, best_probs[i]);
-          commit(best_ids[i], /*counted=*/i == 0, /*feed=*/i >= best_fed);
+          // An enum branch taken after the key's quote enters nothing into the confidence list
+          // (engine, measured: its minimum is a later call step's, far above the branch tokens'
+          // p; doc/PROTOCOL-NOTES.md item 4b).
+          if (!after_quote) t.dc = std::min(t.dc, best_probs[i]);
+          commit(best_ids[i], /*counted=*/i == 0);
         }
+        t.full_logits = true;
         continue;
       }
     }
     const int32_t best = BestAllowed(allowed_);
     if (pc.trace) TraceStep("call", allowed_, t.counted);
-    t.dc = std::min(t.dc, CallTokenConfidence(allowed_));
+    // The engine's step logits hold only the rows of its candidate list for this state (the rest
+    // -1e30), except right after a re-feed.
+    if (t.full_logits) std::fill(cand_.begin(), cand_.end(), 1);
+    const double token_confidence =
+        CallTokenConfidence(allowed_, t.full_logits ? cand_ : CandidateList(gs));
+    t.full_logits = false;
+    if (pc.trace) fmt::print(stderr, "  confidence {:.6f}\n", token_confidence);
+    t.dc = std::min(t.dc, token_confidence);
     commit(best, true);
   }
 }
@@ -706,21 +791,24 @@ Reply Session::Respond(std::string_view input, int max_new_tokens) {
   const size_t keep = static_cast<size_t>(std::max<int64_t>(1, room));
   if (r.turn_ids.size() > keep)
     r.turn_ids.erase(r.turn_ids.begin(), r.turn_ids.end() - static_cast<std::ptrdiff_t>(keep));
-  if (retrieval_) history_.insert(history_.end(), r.turn_ids.begin(), r.turn_ids.end());
+  history_.insert(history_.end(), r.turn_ids.begin(), r.turn_ids.end());
+  // With a rebuild the whole context is fed again from position 0 (BOS, the new prefix pinned as
+  // sinks, every earlier turn, this turn) in 32-token calls; the turn reported is what follows
+  // the BOS (the engine's debug line). Chunks from position 0 are what gives the engine's
+  // confidence (its forward-call history decides whether the head features are re-forwarded).
+  std::vector<int32_t> rebuilt;
   if (rebuild) {
-    // Back to the BOS; the turn is the rebuilt context after it (the new prefix pinned as sinks,
-    // 32-token chunks counted from position 1, as the engine).
-    std::vector<int32_t> context(prefix_ids_.begin() + 1, prefix_ids_.end());
-    context.insert(context.end(), history_.begin(), history_.end());
-    r.turn_ids = std::move(context);
+    rebuilt = prefix_ids_;
+    rebuilt.insert(rebuilt.end(), history_.begin(), history_.end());
+    r.turn_ids.assign(rebuilt.begin() + 1, rebuilt.end());
     r.context_rebuilt = true;
-    decoder_->Restore(prefix_snapshot_);
+    decoder_->Reset();
     if (decoder_->config().kv_window)
       decoder_->SetSinkLen(static_cast<uint32_t>(
           std::min<size_t>(prefix_ids_.size(), file_.geometry().max_seq_len)));
   }
   report::Stopwatch pw;
-  Prefill(r.turn_ids);
+  Prefill(rebuild ? rebuilt : r.turn_ids);
   r.prefill_seconds = pw.Seconds();
   r.prefill_tps = r.turn_ids.size() / std::max(r.prefill_seconds, 1e-9);
   report::Stopwatch dw;
@@ -833,7 +921,7 @@ Reply Session::Respond(std::string_view input, int max_new_tokens) {
   r.decode_seconds = dw.Seconds();
   Finish(t, &reply);
   // The context keeps exactly what was fed (an exhausted budget appends nothing).
-  if (retrieval_) history_.insert(history_.end(), t.ids.begin(), t.ids.end());
+  history_.insert(history_.end(), t.ids.begin(), t.ids.end());
   return reply;
 }
 
@@ -853,7 +941,7 @@ void Session::Finish(TurnState& t, Reply* reply) {
     reply->reasoning = std::string(think);
   else if (!free.empty())
     reply->reasoning = std::string(free);
-  reply->head_confidence = HeadConfidence();
+  reply->head_confidence = HeadConfidence(t.ids, &reply->head_rescored);
   last_turn_had_calls_ = false;
   if (t.call_started) {
     reply->type = "call";
@@ -899,11 +987,9 @@ void Session::Finish(TurnState& t, Reply* reply) {
 
 std::string Reply::EnvelopeJson() const {
   auto str = [](const std::optional<std::string>& s) {
-    return s ? nlohmann::json(*s).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)
-             : std::string("null");
+    return s ? nlohmann::json(*s).dump() : std::string("null");
   };
-  std::string out = "{\"type\":" + nlohmann::json(type).dump(
-                                       -1, ' ', false, nlohmann::json::error_handler_t::replace);
+  std::string out = "{\"type\":" + nlohmann::json(type).dump();
   out += ",\"success\":";
   out += success ? "true" : "false";
   out += ",\"error\":" + str(error);
@@ -918,10 +1004,8 @@ std::string Reply::EnvelopeJson() const {
   out += fmt::format(",\"prefill_tps\":{:.1f},\"decode_tps\":{:.1f},\"peak_ram_mb\":{:.1f}",
                      turn.prefill_tps, zero_tools ? 0.0 : turn.decode_tps, peak_ram_mb);
   if (has_validation) {
-    out +=
-        ",\"validation\":{\"ungrounded\":" +
-        nlohmann::json(ungrounded).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) +
-        ",\"negation\":" + (negation ? "true" : "false") + "}";
+    out += ",\"validation\":{\"ungrounded\":" + nlohmann::json(ungrounded).dump() +
+           ",\"negation\":" + (negation ? "true" : "false") + "}";
   }
   out += "}";
   return out;

@@ -6,6 +6,7 @@
 // TokenFilter) is kept for `needle run --raw`.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -47,6 +48,9 @@ struct ProtocolConfig {
   int enum_min_budget = 13;          // enum grounding needs this many tokens left
   grammar::CompatOptions compat;     // engine quirks reproduced by the grammar
   bool trace = false;                // print every decision to stderr (debugging)
+  // The head part of the confidence from a full re-forward of the context every turn, as the
+  // engine does under NEEDLE_CONF_RESCORE (otherwise only once its cached features are invalid).
+  bool conf_rescore = false;
 };
 
 struct SessionConfig {
@@ -89,6 +93,7 @@ struct Reply {
   std::optional<std::string> reasoning;
   std::optional<double> confidence;                     // null for models without a confidence head
   double head_confidence = -1, decode_confidence = -1;  // Hc, Dc (-1 = not available)
+  bool head_rescored = false;  // Hc from a full re-forward (the engine's cache was invalid)
   bool zero_tools = false;
   // validation (non-empty successful calls only)
   bool has_validation = false;
@@ -139,8 +144,13 @@ class Session {
   void Prefill(std::span<const int32_t> ids);
   void Feed(int32_t id);  // appends one token to the context; logits_ = the next distribution
   int32_t BestAllowed(const std::vector<uint8_t>& allowed) const;
-  double HeadConfidence() const;
-  double CallTokenConfidence(const std::vector<uint8_t>& allowed);
+  double HeadConfidence(const std::vector<int32_t>& generated, bool* rescored);
+  double CallTokenConfidence(const std::vector<uint8_t>& allowed,
+                             const std::vector<uint8_t>& candidates);
+  // The engine's candidate list for a call step in grammar state `gs` (the rows its forward
+  // computes; every other logit is -1e30): text tokens whose first byte the grammar accepts
+  // next, plus <|im_end|> and </tool_call>; all ones when that holds half the vocabulary.
+  const std::vector<uint8_t>& CandidateList(const grammar::GrammarState& gs);
   int32_t PenalizedBest(const std::vector<uint8_t>& allowed,
                         const std::vector<uint8_t>& seen) const;
   void TraceStep(const char* what, const std::vector<uint8_t>& allowed, int counted) const;
@@ -170,15 +180,18 @@ class Session {
   bool prefix_from_cache_ = false;
   std::string PrefixCacheKey(const format::CactFile& file, const model::DecoderConfig& dc,
                              std::string_view system) const;
-  model::Snapshot prefix_snapshot_;
-  model::Checkpoint branch_mark_;  // rewind point of branch and enum explorations
+  model::Snapshot prefix_snapshot_, branch_snapshot_, rescore_snapshot_;
   int confidence_head_ = -1;
   bool fresh_ = true;  // no turn since the prefix
   bool last_turn_had_calls_ = false;
   std::vector<float> logits_, branch_logits_;
   std::vector<uint8_t> allowed_, text_allowed_;
   std::vector<uint8_t> value_start_list_;  // the engine's candidate list at a value start
-  std::vector<int32_t> order_;             // token ids by logit (confidence walk scratch)
+  // Text tokens by first byte (the engine's table for its per-state candidate lists) and the
+  // current call step's candidate list (CandidateList).
+  std::array<std::vector<int32_t>, 256> by_first_byte_;
+  std::vector<uint8_t> cand_;
+  std::vector<int32_t> order_;  // token ids by logit (confidence walk scratch)
   double prefix_seconds_ = 0;
   std::string system_;
   size_t declared_tools_ = 0;  // tools given (inventory_ holds the rendered ones)
@@ -188,7 +201,8 @@ class Session {
   std::vector<std::vector<float>> tool_embeddings_;  // [tool][out_dim]
   std::unique_ptr<model::Decoder> embed_decoder_;    // window-less, pooling
   std::vector<size_t> chosen_;    // indices into all_tools_ of the rendered tools
-  std::vector<int32_t> history_;  // with retrieval: every turn after the prefix, as re-prefilled
+  std::vector<int32_t> history_;  // every earlier turn after the prefix, as fed (re-prefilled
+                                  // by retrieval, re-forwarded by the confidence rescore)
 };
 
 }  // namespace needle::session
