@@ -150,7 +150,10 @@ Session::Session(const format::CactFile& file, const SessionConfig& config, std:
   // a contrastive head every tool stays in the prompt, as before).
   retrieval_ = inventory_.size() > text::kMaxRenderedTools && contrastive_head >= 0;
   if (retrieval_) InitRetrieval(static_cast<size_t>(contrastive_head));
-  prefix_ids_ = retrieval_ ? std::vector<int32_t>{} : renderer_.PrefixIds(system, tools_text_);
+  // With retrieval the fixed prefix is the BOS alone (needle_init returns 1, as the engine); each
+  // user turn then feeds the rebuilt context again from position 0.
+  prefix_ids_ = retrieval_ ? std::vector<int32_t>{renderer_.tokens().bos}
+                           : renderer_.PrefixIds(system, tools_text_);
   model::DecoderConfig dc;
   dc.kv_window = config.kv_window ? config.kv_window : g.kv_window;
   dc.sink_len = dc.kv_window ? static_cast<uint32_t>(prefix_ids_.size()) : 0;
