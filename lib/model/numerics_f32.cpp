@@ -124,6 +124,7 @@ class F32Numerics final : public ForwardNumerics {
     s->vq.clear();
     s->k_scale.clear();
     s->v_scale.clear();
+    if (used == 0) return;  // empty vectors: no element to take the address of (UBSan)
     for (size_t l = 0; l < L; ++l) {
       std::memcpy(&s->k[l * used * kvd], &k_cache_[l * ctx_.capacity * kvd], used * kvd * 4);
       std::memcpy(&s->v[l * used * kvd], &v_cache_[l * ctx_.capacity * kvd], used * kvd * 4);
@@ -134,6 +135,7 @@ class F32Numerics final : public ForwardNumerics {
     const size_t kvd = ctx_.geometry->kv_dim(), L = ctx_.geometry->num_layers;
     if (used > ctx_.capacity || s.k.size() != L * used * kvd || s.v.size() != s.k.size())
       return false;
+    if (used == 0) return true;  // nothing saved (see SaveKv)
     for (size_t l = 0; l < L; ++l) {
       std::memcpy(&k_cache_[l * ctx_.capacity * kvd], &s.k[l * used * kvd], used * kvd * 4);
       std::memcpy(&v_cache_[l * ctx_.capacity * kvd], &s.v[l * used * kvd], used * kvd * 4);

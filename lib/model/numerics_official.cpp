@@ -261,6 +261,7 @@ class OfficialNumerics final : public ForwardNumerics {
     s->vq.resize(L * used * kvd);
     s->k_scale.resize(L * used * kvb);
     s->v_scale.resize(L * used * kvb);
+    if (used == 0) return;  // empty vectors: no element to take the address of (UBSan)
     for (size_t l = 0; l < L; ++l) {
       std::memcpy(&s->kq[l * used * kvd], &kq_[l * cap * kvd], used * kvd);
       std::memcpy(&s->vq[l * used * kvd], &vq_[l * cap * kvd], used * kvd);
@@ -275,6 +276,7 @@ class OfficialNumerics final : public ForwardNumerics {
     if (used > cap || s.kq.size() != L * used * kvd || s.vq.size() != s.kq.size() ||
         s.k_scale.size() != L * used * kvb || s.v_scale.size() != s.k_scale.size())
       return false;
+    if (used == 0) return true;  // nothing saved (see SaveKv)
     for (size_t l = 0; l < L; ++l) {
       std::memcpy(&kq_[l * cap * kvd], &s.kq[l * used * kvd], used * kvd);
       std::memcpy(&vq_[l * cap * kvd], &s.vq[l * used * kvd], used * kvd);

@@ -37,6 +37,7 @@ class Reader {
   explicit Reader(std::span<const uint8_t> b) : b_(b) {}
   bool Bytes(void* p, size_t n) {
     if (n > b_.size() - pos_) return false;
+    if (n == 0) return true;  // p may be an empty vector's null data() (memcpy: UBSan nonnull)
     std::memcpy(p, b_.data() + pos_, n);
     pos_ += n;
     return true;
