@@ -8,26 +8,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SECS=${1:-60}
-bash scripts/setup.sh
-need=()
-for p in clang-14 libclang-rt-14-dev libomp-14-dev; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || need+=("$p")
-done
-if [ ${#need[@]} -gt 0 ]; then
-  SUDO=""
-  if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
-  echo "fuzz: installing ${need[*]}"
-  $SUDO apt-get update
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y --no-install-recommends "${need[@]}"
-fi
+bash scripts/setup.sh --clang
 JOBS=${NEEDLE_JOBS:-$(nproc)}
 t0=$SECONDS
-GEN=()
-if [ ! -f build-fuzz/CMakeCache.txt ] && command -v ninja >/dev/null; then GEN=(-G Ninja); fi
-cmake -S . -B build-fuzz "${GEN[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-  -DCMAKE_C_COMPILER=clang-14 -DCMAKE_CXX_COMPILER=clang++-14 \
-  -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1" -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -g1" \
-  -DNEEDLE_BUILD_TESTS=OFF -DNEEDLE_BUILD_FUZZERS=ON -DNEEDLE_SANITIZE=address,undefined >/dev/null
+bash scripts/configure-sanitized.sh build-fuzz -DNEEDLE_BUILD_TESTS=OFF -DNEEDLE_BUILD_FUZZERS=ON
 cmake --build build-fuzz -j "$JOBS" --target needle_fuzzers
 echo "fuzz: build done in $((SECONDS - t0)) s"
 

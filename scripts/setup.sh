@@ -7,6 +7,9 @@ if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
 PKGS=(build-essential cmake ninja-build pkg-config
       libcli11-dev nlohmann-json3-dev libfmt-dev libspdlog-dev catch2
       python3 python3-numpy python3-sentencepiece clang-format clang-tidy)
+# --clang: also clang-14, its sanitizer runtimes and the LLVM OpenMP runtime (clang cannot use
+# GCC's libgomp), for scripts/test-sanitizers.sh and scripts/fuzz.sh.
+if [ "${1:-}" = "--clang" ]; then PKGS+=(clang-14 libclang-rt-14-dev libomp-14-dev); fi
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -4,28 +4,10 @@
 # Exits non-zero on any build error, sanitizer report or test failure.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/setup.sh
-# clang-14, its sanitizer runtimes and the LLVM OpenMP runtime (clang cannot use GCC's libgomp).
-need=()
-for p in clang-14 libclang-rt-14-dev libomp-14-dev; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || need+=("$p")
-done
-if [ ${#need[@]} -gt 0 ]; then
-  SUDO=""
-  if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
-  echo "test-sanitizers: installing ${need[*]}"
-  $SUDO apt-get update
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y --no-install-recommends "${need[@]}"
-fi
+bash scripts/setup.sh --clang
 JOBS=${NEEDLE_JOBS:-$(nproc)}
 t0=$SECONDS
-GEN=()
-if [ ! -f build-asan/CMakeCache.txt ] && command -v ninja >/dev/null; then GEN=(-G Ninja); fi
-# -O1: sanitizer builds at -O3 take far longer to compile for little extra coverage.
-cmake -S . -B build-asan "${GEN[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-  -DCMAKE_C_COMPILER=clang-14 -DCMAKE_CXX_COMPILER=clang++-14 \
-  -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1" -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -g1" \
-  -DNEEDLE_SANITIZE=address,undefined >/dev/null
+bash scripts/configure-sanitized.sh build-asan
 cmake --build build-asan -j "$JOBS"
 echo "test-sanitizers: build done in $((SECONDS - t0)) s"
 export ASAN_OPTIONS="detect_leaks=1:abort_on_error=1:strict_string_checks=1:detect_stack_use_after_return=1"

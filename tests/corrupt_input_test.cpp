@@ -46,13 +46,7 @@ CliResult RunShell(const std::string& command, const TempDir& dir) {
   const std::string out = dir / "shell.out", err = dir / "shell.err";
   const std::string cmd =
       "timeout 60 bash -c '" + command + "' </dev/null >'" + out + "' 2>'" + err + "'";
-  const int status = std::system(cmd.c_str());
-  CliResult r;
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  auto o = ReadBytes(out), e = ReadBytes(err);
-  r.out.assign(o.begin(), o.end());
-  r.err.assign(e.begin(), e.end());
-  return r;
+  return RunCaptured(cmd, out, err);
 }
 
 // The error contract: exit code, nothing on stdout, one line on stderr starting with
@@ -436,31 +430,26 @@ TEST_CASE("corrupt: tools files", "[cli][corrupt]") {
     CHECK(r.exit_code == 0);
     CHECK(r.out.find("<tools>[{\"name\":\"ping\"}]</tools>") != std::string::npos);
   }
-  SECTION("maxLength 1e300") {
-    CheckError(RunTools(ToolWithProperty(R"({"type":"string","maxLength":1e300})"), dir), 5,
-               "tool 'set_timer' parameters property 'label': \"maxLength\": 1e+300 is not a whole "
-               "number in [0, 2147483647]",
-               tools);
-  }
-  SECTION("maxLength negative") {
-    CheckError(RunTools(ToolWithProperty(R"({"type":"string","maxLength":-1})"), dir), 5,
-               "property 'label': \"maxLength\": -1 is not a whole number", tools);
-  }
-  SECTION("minLength negative") {
-    CheckError(RunTools(ToolWithProperty(R"({"type":"string","minLength":-5})"), dir), 5,
-               "\"minLength\": -5 is not a whole number", tools);
-  }
-  SECTION("minItems 1e300") {
-    CheckError(RunTools(ToolWithProperty(R"({"type":"array","minItems":1e300})"), dir), 5,
-               "\"minItems\": 1e+300", tools);
-  }
-  SECTION("maxItems negative") {
-    CheckError(RunTools(ToolWithProperty(R"({"type":"array","maxItems":-3})"), dir), 5,
-               "\"maxItems\": -3", tools);
-  }
-  SECTION("maxLength fractional") {
-    CheckError(RunTools(ToolWithProperty(R"({"type":"string","maxLength":2.5})"), dir), 5,
-               "\"maxLength\": 2.5", tools);
+  SECTION("schema length and item limits out of range") {
+    struct Limit {
+      const char* schema;
+      const char* message;
+    };
+    for (const Limit& l : {
+             Limit{R"({"type":"string","maxLength":1e300})",
+                   "tool 'set_timer' parameters property 'label': \"maxLength\": 1e+300 is not a "
+                   "whole number in [0, 2147483647]"},
+             Limit{R"({"type":"string","maxLength":-1})",
+                   "property 'label': \"maxLength\": -1 is not a whole number"},
+             Limit{R"({"type":"string","minLength":-5})",
+                   "\"minLength\": -5 is not a whole number"},
+             Limit{R"({"type":"array","minItems":1e300})", "\"minItems\": 1e+300"},
+             Limit{R"({"type":"array","maxItems":-3})", "\"maxItems\": -3"},
+             Limit{R"({"type":"string","maxLength":2.5})", "\"maxLength\": 2.5"},
+         }) {
+      INFO(l.schema);
+      CheckError(RunTools(ToolWithProperty(l.schema), dir), 5, l.message, tools);
+    }
   }
   SECTION("65 tools") {
     const std::string t =

@@ -53,6 +53,19 @@ struct CliResult {
   std::string out, err;
 };
 
+// Runs a /bin/sh command line whose stdout and stderr go to `out` and `err` (files the caller
+// names in the command), then reads them back.
+inline CliResult RunCaptured(const std::string& cmd, const std::string& out,
+                             const std::string& err) {
+  const int status = std::system(cmd.c_str());
+  CliResult r;
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  auto o = ReadBytes(out), e = ReadBytes(err);
+  r.out.assign(o.begin(), o.end());
+  r.err.assign(e.begin(), e.end());
+  return r;
+}
+
 // Runs `program` with `args` (shell-quoted here), capturing stdout and stderr.
 inline CliResult RunProgram(const std::string& program, const std::vector<std::string>& args,
                             const std::string& stdin_text = "") {
@@ -66,13 +79,7 @@ inline CliResult RunProgram(const std::string& program, const std::vector<std::s
   const std::string in = tmp / "stdin", out = tmp / "stdout", err = tmp / "stderr";
   WriteBytes(in, std::vector<uint8_t>(stdin_text.begin(), stdin_text.end()));
   cmd += " <'" + in + "' >'" + out + "' 2>'" + err + "'";
-  const int status = std::system(cmd.c_str());
-  CliResult r;
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  auto o = ReadBytes(out), e = ReadBytes(err);
-  r.out.assign(o.begin(), o.end());
-  r.err.assign(e.begin(), e.end());
-  return r;
+  return RunCaptured(cmd, out, err);
 }
 
 // Runs the built `needle` binary.

@@ -65,18 +65,15 @@ Geometry Geometry::FromHeader(const Header& h, const std::string& label) {
   if (!std::isfinite(h.rope_theta) || h.rope_theta < 1.f)
     Fail<FormatError>("{}: header field rope_theta = {} must be finite and >= 1", label,
                       h.rope_theta);
-  for (uint32_t i = h.num_engram_orders; i < 4; ++i)
-    if (h.engram_orders[i] != 0)
-      Fail<FormatError>(
-          "{}: header field engram_orders[{}] = {} is unused (num_engram_orders {}) "
-          "and must be 0",
-          label, i, h.engram_orders[i], h.num_engram_orders);
-  for (uint32_t i = h.num_engram_sites; i < 4; ++i)
-    if (h.engram_sites[i] != 0)
-      Fail<FormatError>(
-          "{}: header field engram_sites[{}] = {} is unused (num_engram_sites {}) "
-          "and must be 0",
-          label, i, h.engram_sites[i], h.num_engram_sites);
+  // Entries past the used count of a 4-entry header array must be 0.
+  auto check_unused = [&](const char* field, const auto& values, uint32_t used) {
+    for (uint32_t i = used; i < 4; ++i)
+      if (values[i] != 0)
+        Fail<FormatError>("{}: header field {}[{}] = {} is unused (num_{} {}) and must be 0", label,
+                          field, i, values[i], field, used);
+  };
+  check_unused("engram_orders", h.engram_orders, h.num_engram_orders);
+  check_unused("engram_sites", h.engram_sites, h.num_engram_sites);
   check_range("engram_conv_taps", h.engram_conv_taps, 0, 64);
   check_range("engram_conv_dilation", h.engram_conv_dilation, 0, 64);
   for (uint32_t i = 0; i < h.num_engram_orders; ++i)

@@ -188,6 +188,24 @@ __attribute__((always_inline)) inline __m256i DotGroup(__m256i acc, const GroupW
       acc, _mm256_add_epi32(_mm256_add_epi32(sum[0], sum[1]), _mm256_add_epi32(sum[2], sum[3])));
 }
 
+// Lane l of the result = the sum of the eight int32 lanes of lane(l), l = 0..7. The reduction's
+// stages run as soon as their inputs exist, so only a few partial sums are live next to the
+// caller's unpacked weights (no spills).
+template <class LaneFn>
+__attribute__((always_inline)) inline __m256i ReduceLanes8(const LaneFn& lane) {
+  auto pair = [&](size_t l) __attribute__((always_inline)) {
+    const __m256i d0 = lane(l), d1 = lane(l + 1);
+    return _mm256_add_epi32(_mm256_unpacklo_epi32(d0, d1), _mm256_unpackhi_epi32(d0, d1));
+  };
+  auto quad = [&](size_t l) __attribute__((always_inline)) {
+    const __m256i b0 = pair(l), b1 = pair(l + 2);
+    return _mm256_add_epi32(_mm256_unpacklo_epi64(b0, b1), _mm256_unpackhi_epi64(b0, b1));
+  };
+  const __m256i c0 = quad(0), c1 = quad(4);
+  return _mm256_add_epi32(_mm256_permute2x128_si256(c0, c1, 0x20),
+                          _mm256_permute2x128_si256(c0, c1, 0x31));
+}
+
 // Token scales of one (token tile, group block), transposed: [group - g0][t] (zero for t >= T).
 struct TokenBlock {
   alignas(32) float scale[kGroupBlock][kLanes];
@@ -257,23 +275,11 @@ void RowTile(const Unpacker<kBits>& unpack, const GemmArgs& a, const TokenBlock&
     GroupWeights w[R];
 #pragma GCC unroll 8
     for (size_t r = 0; r < R; ++r) unpack.Group(codes[r] + g * 16 * kBits, &w[r]);
-    // Lane l = r * T + t; the 8-lane reduction's stages applied as soon as their inputs exist, so
-    // only a few partial sums are live next to the unpacked weights (no spills).
-    auto lane = [&](size_t l) __attribute__((always_inline)) {
+    // Lane l = r * T + t.
+    const __m256i sums = ReduceLanes8([&](size_t l) __attribute__((always_inline)) {
       return l < R * T ? DotGroup(_mm256_setzero_si256(), w[l / T], qg + (l % T) * in_pad)
                        : _mm256_setzero_si256();
-    };
-    auto pair = [&](size_t l) __attribute__((always_inline)) {
-      const __m256i d0 = lane(l), d1 = lane(l + 1);
-      return _mm256_add_epi32(_mm256_unpacklo_epi32(d0, d1), _mm256_unpackhi_epi32(d0, d1));
-    };
-    auto quad = [&](size_t l) __attribute__((always_inline)) {
-      const __m256i b0 = pair(l), b1 = pair(l + 2);
-      return _mm256_add_epi32(_mm256_unpacklo_epi64(b0, b1), _mm256_unpackhi_epi64(b0, b1));
-    };
-    const __m256i c0 = quad(0), c1 = quad(4);
-    const __m256i sums = _mm256_add_epi32(_mm256_permute2x128_si256(c0, c1, 0x20),
-                                          _mm256_permute2x128_si256(c0, c1, 0x31));
+    });
     const __m256 s = _mm256_permutevar8x32_ps(_mm256_load_ps(tb.scale[g - g0]), idx_t);
     const __m256 norm = _mm256_permutevar8x32_ps(LoadHalves<R>(norms[g - g0]), idx_r);
     const __m256 dot = _mm256_cvtepi32_ps(sums);
@@ -462,19 +468,9 @@ void GemvTile(const SignedLevels<kBits>& levels, const GemmArgs& a, const int8_t
     const int8_t* qg = q + g * kI8Group;
     const int8_t* ag = abs_a + (g - g0) * kI8Group;
     const size_t offset = g * 16 * kBits;
-    // The 8-lane reduction's stages applied as soon as their inputs exist: no spills.
-    auto pair = [&](size_t r) __attribute__((always_inline)) {
-      const __m256i d0 = GemvGroupDot<kBits>(levels, codes[r] + offset, qg, ag);
-      const __m256i d1 = GemvGroupDot<kBits>(levels, codes[r + 1] + offset, qg, ag);
-      return _mm256_add_epi32(_mm256_unpacklo_epi32(d0, d1), _mm256_unpackhi_epi32(d0, d1));
-    };
-    auto quad = [&](size_t r) __attribute__((always_inline)) {
-      const __m256i b0 = pair(r), b1 = pair(r + 2);
-      return _mm256_add_epi32(_mm256_unpacklo_epi64(b0, b1), _mm256_unpackhi_epi64(b0, b1));
-    };
-    const __m256i c0 = quad(0), c1 = quad(4);
-    const __m256i sums = _mm256_add_epi32(_mm256_permute2x128_si256(c0, c1, 0x20),
-                                          _mm256_permute2x128_si256(c0, c1, 0x31));
+    const __m256i sums = ReduceLanes8([&](size_t r) __attribute__((always_inline)) {
+      return GemvGroupDot<kBits>(levels, codes[r] + offset, qg, ag);
+    });
     const __m256 s = _mm256_set1_ps(scales[g]);
     const __m256 dot = _mm256_cvtepi32_ps(sums);
     acc = _mm256_add_ps(
