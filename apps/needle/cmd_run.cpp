@@ -227,6 +227,7 @@ void RegisterRun(CLI::App& app) {
   cmd->add_flag("-v,--verbose", a->verbose,
                 "Also print each turn's ids, generated text, budget use and Hc/Dc to stderr");
   a->output.Attach(cmd);
+  KeepBracketedArguments(cmd);  // queries and tool results that are JSON arrays
   cmd->callback([a] { Run(*a); });
 }
 

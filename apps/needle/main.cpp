@@ -5,9 +5,12 @@
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <exception>
+#include <string>
+#include <vector>
 
 #include "base/error.h"
 #include "commands.h"
+#include "options.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"needle: inspect, convert, verify, run and benchmark Needle 2 (.cact) models"};
@@ -15,7 +18,8 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", std::string("needle ") + NEEDLE_VERSION);
   needle::cli::RegisterAll(app);
   try {
-    app.parse(argc, argv);
+    std::vector<std::string> args = needle::cli::ProtectBracketedArguments(app, argc, argv);
+    app.parse(args);
   } catch (const CLI::ParseError& e) {
     // CLI11 prints the message; its own codes (105, 106, ...) become the usage code 2.
     const int code = app.exit(e);

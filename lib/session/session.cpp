@@ -76,7 +76,8 @@ const char* StopReasonName(StopReason r) {
 
 // Per-turn decoding state of Respond().
 struct Session::TurnState {
-  std::string query;
+  std::string query;  // this turn's input (validation)
+  std::string said;   // every input since the reset (enum grounding)
   int max_new_tokens = 0;
   int counted = 0;           // tokens charged to the budget
   int committed = 0;         // tokens generated (branch extensions included, appended not)
@@ -226,6 +227,7 @@ void Session::Reset() {
   fresh_ = true;
   last_turn_had_calls_ = false;
   history_.clear();
+  said_.clear();
 }
 
 void Session::InitRetrieval(size_t contrastive_head) {
@@ -629,7 +631,7 @@ void Session::DecodeCall(TurnState& t, bool require_call) {
       // Enum grounding: values found in the query are teacher-forced; the best sum wins.
       std::vector<std::string> grounded;
       if (sn.has_enum) {
-        const std::string q = AlnumLower(t.query);
+        const std::string q = AlnumLower(t.said);
         for (const std::string& v : grammar::StringEnumValues(sn)) {
           const std::string a = AlnumLower(v);
           // Values shorter than 3 characters never count ("on" is not grounded by "turn on":
@@ -773,6 +775,12 @@ Reply Session::Respond(std::string_view input, int max_new_tokens) {
   Reply reply;
   TurnState t;
   t.query = std::string(input);
+  // Enum grounding searches everything said since the reset, tool results included, not only
+  // this turn's input (measured on the engine: a value named two turns earlier, or only in a tool
+  // result, is still teacher-forced; doc/PROTOCOL-NOTES.md item 11).
+  if (fresh_) said_.clear();
+  said_.append(input).push_back('\n');
+  t.said = said_;
   t.max_new_tokens = max_new_tokens;
   const bool tool_result = !fresh_ && last_turn_had_calls_;
   const bool was_fresh = fresh_;

@@ -203,6 +203,8 @@ class Session {
   std::vector<size_t> chosen_;    // indices into all_tools_ of the rendered tools
   std::vector<int32_t> history_;  // every earlier turn after the prefix, as fed (re-prefilled
                                   // by retrieval, re-forwarded by the confidence rescore)
+  std::string said_;              // every input since the last reset (user turns and tool
+                                  // results), what enum grounding searches
 };
 
 }  // namespace needle::session
