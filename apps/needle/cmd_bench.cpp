@@ -15,6 +15,7 @@
 #include "model/decoder.h"
 #include "options.h"
 #include "report/bench_record.h"
+#include "report/log.h"
 #include "report/system.h"
 #include "report/timer.h"
 
@@ -70,7 +71,8 @@ void RunBench(const BenchArgs& a) {
 
   std::vector<std::string> isas = a.isas;
   if (isas.empty()) isas.push_back(kernels::ActiveKernels().isa);
-  const bool progress = ::isatty(STDERR_FILENO) && a.output == "md" && !a.json;
+  const bool progress = ::isatty(STDERR_FILENO) && a.output == "md" && !a.json &&
+                        report::LogEnabled("info");
 
   std::vector<report::BenchRecord> records;
   for (const std::string& numerics : a.numerics)

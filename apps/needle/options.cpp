@@ -3,6 +3,11 @@
 
 #include <omp.h>
 
+#include <iostream>
+#include <iterator>
+
+#include "format/mapped_file.h"
+
 namespace needle::cli {
 
 CLI::Option* AddModelPositional(CLI::App* cmd, std::string* path) {
@@ -34,6 +39,12 @@ void NumericsArgs::Attach(CLI::App* cmd) {
                   "(upstream f32 reference)")
       ->check(CLI::IsMember({"official", "f32"}))
       ->default_val("official");
+}
+
+std::string ReadTextInput(const std::string& path) {
+  if (path == "-") return std::string(std::istreambuf_iterator<char>(std::cin), {});
+  const std::vector<uint8_t> b = format::ReadFileBytes(path);
+  return std::string(b.begin(), b.end());
 }
 
 }  // namespace needle::cli

@@ -36,4 +36,8 @@ struct NumericsArgs {
   void Attach(CLI::App* cmd);
 };
 
+// A text input read to EOF: a file, a pipe such as `--tools <(cat t.json)`, or '-' = stdin.
+// Throws IoError naming the file.
+std::string ReadTextInput(const std::string& path);
+
 }  // namespace needle::cli
