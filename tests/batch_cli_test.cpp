@@ -22,7 +22,7 @@ namespace {
 // The envelope text with its three measured values replaced by "T": the rest is compared byte by
 // byte.
 std::string MaskTimings(const std::string& envelope) {
-  static const std::regex timings(R"("(prefill_tps|decode_tps|peak_ram_mb)":[-0-9.e+]+)");
+  static const std::regex timings(R"re("(prefill_tps|decode_tps|peak_ram_mb)":[-0-9.e+]+)re");
   return std::regex_replace(envelope, timings, "\"$1\":T");
 }
 

@@ -1,10 +1,12 @@
 // needle bench: load time, prefill and decode throughput and peak RSS over a cross product of
-// parameters (threads x prompt tokens x generated tokens x ISA), with warm-up, repetitions,
-// medians and raw samples (llama-bench style). Not a test: numbers depend on the machine.
+// parameters (models x numerics x ISA x threads x prompt tokens x generated tokens), with warm-up,
+// repetitions, medians and raw samples (llama-bench style); each row is printed as its point
+// finishes. Not a test: numbers depend on the machine.
 #include <fmt/format.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <random>
 
 #include "base/error.h"
@@ -24,7 +26,9 @@ namespace needle::cli {
 namespace {
 
 struct BenchArgs {
-  ModelArgs model;
+  std::vector<std::string> models;  // positional MODEL.cact... then -m a.cact,b.cact
+  std::vector<std::string> model_list;
+  bool no_mmap = false;
   std::vector<int> threads{0};
   std::vector<int> prompt_tokens{128};
   std::vector<int> gen_tokens{32};
@@ -61,22 +65,32 @@ void RunBench(const BenchArgs& a) {
   if (a.repetitions < 1 || a.warmup < 0)
     Fail<UsageError>("-r/--repetitions must be >= 1 and --warmup >= 0 (got {} and {})",
                      a.repetitions, a.warmup);
-  report::Stopwatch load_watch;
-  const format::CactFile file = format::CactFile::Open(
-      a.model.path, a.model.no_mmap ? format::LoadMode::kRead : format::LoadMode::kMmapPrefault);
-  const model::Model model(file);
-  const double load_seconds = load_watch.Seconds();
-  const std::string sha = format::Sha256Hex(file.bytes());
-  const auto& g = file.geometry();
-
+  std::vector<std::string> models = a.models;
+  models.insert(models.end(), a.model_list.begin(), a.model_list.end());
+  if (models.empty()) Fail<UsageError>("no model: give MODEL.cact or -m a.cact,b.cact");
   std::vector<std::string> isas = a.isas;
   if (isas.empty()) isas.push_back(kernels::ActiveKernels().isa);
+  for (const std::string& isa : isas) (void)kernels::KernelsFor(isa);  // refused before any run
   const bool progress = ::isatty(STDERR_FILENO) && a.output == "md" && !a.json &&
                         report::LogEnabled("info");
 
-  std::vector<report::BenchRecord> records;
-  for (const std::string& numerics : a.numerics)
-    for (const std::string& isa : isas) {
+  report::BenchWriter writer(report::ParseBenchFormat(a.json ? "json" : a.output),
+                             report::GetSystemInfo());
+  auto emit = [](const std::string& text) {
+    fmt::print("{}", text);
+    std::fflush(stdout);
+  };
+  emit(writer.Begin());
+  for (const std::string& model_path : models) {
+    report::Stopwatch load_watch;
+    const format::CactFile file = format::CactFile::Open(
+        model_path, a.no_mmap ? format::LoadMode::kRead : format::LoadMode::kMmapPrefault);
+    const model::Model model(file);
+    const double load_seconds = load_watch.Seconds();
+    const std::string sha = format::Sha256Hex(file.bytes());
+    const auto& g = file.geometry();
+    for (const std::string& numerics : a.numerics)
+      for (const std::string& isa : isas) {
       const kernels::KernelTable& table = kernels::KernelsFor(isa);
       for (int threads_opt : a.threads) {
         const int threads = threads_opt > 0 ? threads_opt : ThreadArgs{threads_opt}.Resolve();
@@ -97,7 +111,7 @@ void RunBench(const BenchArgs& a) {
             std::vector<float> logits(g.vocab);
 
             report::BenchRecord r;
-            r.model = a.model.path;
+            r.model = model_path;
             r.model_sha256 = sha;
             r.model_bytes = file.bytes().size();
             r.isa = table.isa;
@@ -128,14 +142,14 @@ void RunBench(const BenchArgs& a) {
             r.weight_bytes_per_token = model::WeightBytesPerToken(
                 model.weights(), cfg.path == model::NumericPath::kOfficial);
             r.read_bytes_per_s = report::MeasureReadBandwidth(r.weight_bytes_per_token, 0.05);
-            records.push_back(std::move(r));
+            if (progress) fmt::print(stderr, "\r{:60}\r", "");
+            emit(writer.Row(r));
           }
         }
       }
     }
-  if (progress) fmt::print(stderr, "\r{:60}\r", "");
-  const auto fmt_kind = report::ParseBenchFormat(a.json ? "json" : a.output);
-  fmt::print("{}", report::Render(records, report::GetSystemInfo(), fmt_kind));
+  }
+  emit(writer.End());
 }
 
 }  // namespace
@@ -146,7 +160,13 @@ void RegisterBench(CLI::App& app) {
       "Measure load time, prefill/decode throughput and peak RSS (parameter lists run as "
       "a cross product)");
   auto a = std::make_shared<BenchArgs>();
-  a->model.Attach(cmd);
+  cmd->add_option("model", a->models, "Model files (.cact); -m adds more")
+      ->type_name("MODEL.cact...");
+  cmd->add_option("-m,--models", a->model_list,
+                  "Models to compare, e.g. a.cact,b.cact (after the MODEL arguments)")
+      ->delimiter(',');
+  cmd->add_flag("--no-mmap", a->no_mmap,
+                "Read the models into memory instead of memory-mapping them");
   cmd->add_option("-t,--threads", a->threads, "Thread counts, e.g. 1,2 (0 = all cores)")
       ->capture_default_str()
       ->delimiter(',')
@@ -171,10 +191,13 @@ void RegisterBench(CLI::App& app) {
       ->capture_default_str()
       ->check(CLI::Range(0, 100));
   cmd->add_option("--seed", a->seed, "Seed of the random prompt ids")->capture_default_str();
-  cmd->add_option("-o,--output", a->output, "Output format: md, json, jsonl, csv")
-      ->capture_default_str()
-      ->check(CLI::IsMember({"md", "json", "jsonl", "csv"}));
-  cmd->add_flag("--json", a->json, "Same as -o json");
+  auto* output =
+      cmd->add_option("-o,--output", a->output,
+                      "Output format: md (Markdown table), json, jsonl, csv, sql (CREATE TABLE + "
+                      "INSERTs)")
+          ->capture_default_str()
+          ->check(CLI::IsMember({"md", "json", "jsonl", "csv", "sql"}));
+  cmd->add_flag("--json", a->json, "Same as -o json")->excludes(output);
   cmd->callback([a] { RunBench(*a); });
 }
 
