@@ -35,7 +35,7 @@ std::vector<std::string> Lines(const std::string& text) {
 
 // One batch request and the single-run arguments that must give the same envelope.
 struct Case {
-  std::string line;                // the JSONL line
+  std::string line;                 // the JSONL line
   std::vector<std::string> single;  // `needle run` arguments after the model
 };
 
@@ -67,9 +67,8 @@ TEST_CASE("run --batch: each envelope equals a single run's; bad lines give erro
     for (const json& step : c["steps"]) {
       const std::string query = step["input"].get<std::string>();
       const int max_tokens = c["max_tokens"].get<int>();
-      cases.push_back({"{\"tools\": " + c["tools_text"].get<std::string>() +
-                           ", \"query\": " + json(query).dump() +
-                           ", \"system\": " + c["system"].dump() +
+      cases.push_back({"{\"tools\": " + c["tools_text"].get<std::string>() + ", \"query\": " +
+                           json(query).dump() + ", \"system\": " + c["system"].dump() +
                            ", \"max_tokens\": " + std::to_string(max_tokens) + "}",
                        {"--tools", tools_file, "--system", c["system"].get<std::string>(), "-n",
                         std::to_string(max_tokens), query}});
@@ -115,8 +114,8 @@ TEST_CASE("run --batch: each envelope equals a single run's; bad lines give erro
   REQUIRE(cases.size() >= bad.size());
   std::ofstream(dir / "batch.jsonl") << batch;
 
-  const CliResult r = RunCli({"run", model, "--tools", default_tools, "-n", "64", "-v",
-                              "--batch", dir / "batch.jsonl"});
+  const CliResult r = RunCli(
+      {"run", model, "--tools", default_tools, "-n", "64", "-v", "--batch", dir / "batch.jsonl"});
   INFO(r.err);
   CHECK(r.exit_code == 1);  // some lines failed
   const std::vector<std::string> out = Lines(r.out);
@@ -147,11 +146,14 @@ TEST_CASE("run --batch: each envelope equals a single run's; bad lines give erro
   CHECK(r.out.find("tool #0 is a JSON number") != std::string::npos);
   CHECK(r.out.find(R"(unknown key \"temperature\")") != std::string::npos);
   CHECK(r.out.find(R"(\"tools\" is a JSON object)") != std::string::npos);
-  // -v: the repeated request reused its session's prefix, the first one did not.
+  // -v: one debug line per answered request; the repeated request reused its session's prefix,
+  // the first one did not.
+  const std::string debug = "needle: debug: ";
   const std::vector<std::string> verbose = Lines(r.err);
   REQUIRE(verbose.size() == cases.size());
-  CHECK(json::parse(verbose.front())["prefix_reused"] == false);
-  CHECK(json::parse(verbose.back())["prefix_reused"] == true);
+  for (const std::string& line : verbose) REQUIRE(line.rfind(debug, 0) == 0);
+  CHECK(json::parse(verbose.front().substr(debug.size()))["prefix_reused"] == false);
+  CHECK(json::parse(verbose.back().substr(debug.size()))["prefix_reused"] == true);
 }
 
 TEST_CASE("run --batch: only good lines exit 0; stdin; usage conflicts exit 2",
@@ -197,16 +199,17 @@ TEST_CASE("run -f reads the query from a file", "[cli][run][batch]") {
   TempDir dir;
   const std::string query = "Set a timer for 5 minutes.";
   std::ofstream(dir / "q.txt") << query << "\n";  // the final line break is dropped
-  const CliResult from_file = RunCli({"run", model, "--tools", tools, "-n", "48", "-f", dir / "q.txt"});
+  const CliResult from_file =
+      RunCli({"run", model, "--tools", tools, "-n", "48", "-f", dir / "q.txt"});
   const CliResult from_arg = RunCli({"run", model, "--tools", tools, "-n", "48", query});
   REQUIRE(from_file.exit_code == 0);
   REQUIRE(from_arg.exit_code == 0);
   CHECK(MaskTimings(from_file.out) == MaskTimings(from_arg.out));
-  const CliResult from_stdin = RunCli({"run", model, "--tools", tools, "-n", "48", "-f", "-"}, query);
+  const CliResult from_stdin =
+      RunCli({"run", model, "--tools", tools, "-n", "48", "-f", "-"}, query);
   CHECK(MaskTimings(from_stdin.out) == MaskTimings(from_arg.out));
   // --print-prompt shows the query exactly (no line break kept, none added).
-  const CliResult prompt =
-      RunCli({"run", model, "--print-prompt", "--json", "-f", dir / "q.txt"});
+  const CliResult prompt = RunCli({"run", model, "--print-prompt", "--json", "-f", dir / "q.txt"});
   REQUIRE(prompt.exit_code == 0);
   CHECK(json::parse(prompt.out)["turn_text"] ==
         "\n" + query + "<|im_end|>\n<|im_start|>assistant\n");
@@ -217,18 +220,18 @@ TEST_CASE("run -f reads the query from a file", "[cli][run][batch]") {
 
 TEST_CASE("ParseRequest keeps tools as written and names what is wrong", "[batch]") {
   using needle::session::ParseRequest;
-  const auto r = ParseRequest(
-      R"({"query": "a \"b\"", "tools": [ {"name": "x", "n": 1.50} ], "system": "s",)"
-      R"( "max_tokens": 7})",
-      false);
+  const auto r =
+      ParseRequest(R"({"query": "a \"b\"", "tools": [ {"name": "x", "n": 1.50} ], "system": "s",)"
+                   R"( "max_tokens": 7})",
+                   false);
   CHECK(r.query == "a \"b\"");
   REQUIRE(r.tools);
   CHECK(*r.tools == R"([{"name":"x","n":1.50}])");  // spelling kept (1.50), spaces gone
   CHECK(r.system == "s");
   CHECK(r.max_tokens == 7);
   CHECK(!r.expected);
-  const auto e = ParseRequest(R"({"query": "q", "expected": [{"name": "f", "arguments": {}}]})",
-                              true);
+  const auto e =
+      ParseRequest(R"({"query": "q", "expected": [{"name": "f", "arguments": {}}]})", true);
   CHECK(*e.expected == R"([{"name":"f","arguments":{}}])");
   const std::pair<const char*, const char*> bad[] = {
       {R"({"query": 1})", R"("query" is a JSON number)"},

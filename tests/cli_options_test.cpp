@@ -59,8 +59,10 @@ TEST_CASE("--version names the version, a commit of this repository, compiler an
   CHECK(std::regex_match(lines[2], std::regex("compiler +(GCC|Clang) .+")));
   CHECK(std::regex_match(lines[3], std::regex("build +\\S+")));
   std::string compiled, usable;
-  for (const auto& isa : needle::kernels::CompiledIsas()) compiled += (compiled.empty() ? "" : " ") + isa;
-  for (const auto& isa : needle::kernels::AvailableIsas()) usable += (usable.empty() ? "" : " ") + isa;
+  for (const auto& isa : needle::kernels::CompiledIsas())
+    compiled += (compiled.empty() ? "" : " ") + isa;
+  for (const auto& isa : needle::kernels::AvailableIsas())
+    usable += (usable.empty() ? "" : " ") + isa;
   CHECK(lines[4] == "isas      compiled: " + compiled);
   CHECK(lines[5].rfind("          usable here: " + usable, 0) == 0);
   // Every usable ISA is compiled in.
@@ -117,8 +119,8 @@ TEST_CASE("log level: --log-level, NEEDLE_LOG_LEVEL and --quiet decide what reac
 TEST_CASE("bench: several models, a Markdown table, SQL a database loads, one row per point",
           "[cli][bench]") {
   const std::string tiny = ModelPath("tiny.cact"), small = ModelPath("small.cact");
-  const std::vector<std::string> common = {"-p", "8", "-n", "2", "-r", "1", "--warmup", "0",
-                                           "-t", "1,2"};
+  const std::vector<std::string> common = {"-p", "8",        "-n", "2",  "-r",
+                                           "1",  "--warmup", "0",  "-t", "1,2"};
   auto bench = [&](std::vector<std::string> args) {
     args.insert(args.begin(), "bench");
     args.insert(args.end(), common.begin(), common.end());

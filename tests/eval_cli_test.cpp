@@ -70,7 +70,8 @@ TEST_CASE("eval scores the model's replies exactly as computed from them", "[cli
   std::string batch;
   for (const std::string& line : lines) batch += WithoutExpected(line) + "\n";
   std::ofstream(dir / "requests.jsonl") << batch;
-  const CliResult replies = RunCli({"run", model, "--tools", tools, "--batch", dir / "requests.jsonl"});
+  const CliResult replies =
+      RunCli({"run", model, "--tools", tools, "--batch", dir / "requests.jsonl"});
   REQUIRE(replies.exit_code == 0);
   const std::vector<std::string> envelopes = Lines(replies.out);
   REQUIRE(envelopes.size() == lines.size());
@@ -142,10 +143,13 @@ TEST_CASE("eval scores the model's replies exactly as computed from them", "[cli
 TEST_CASE("eval lists lines it cannot run and counts them as not exact", "[cli][eval]") {
   const std::string model = ModelPath("tiny.cact");
   TempDir dir;
-  std::ofstream(dir / "d.jsonl") << R"({"query": "hi", "max_tokens": 4})" "\n"
-                                 << R"({"query": "hi", "expected": [{"name": 1}]})" "\n"
+  std::ofstream(dir / "d.jsonl") << R"({"query": "hi", "max_tokens": 4})"
+                                    "\n"
+                                 << R"({"query": "hi", "expected": [{"name": 1}]})"
+                                    "\n"
                                  << "\n"
-                                 << R"({"query": "hi", "expected": [], "max_tokens": 4})" "\n";
+                                 << R"({"query": "hi", "expected": [], "max_tokens": 4})"
+                                    "\n";
   const CliResult r = RunCli({"eval", model, dir / "d.jsonl", "--json"});
   REQUIRE(r.exit_code == 0);
   const json j = json::parse(r.out);

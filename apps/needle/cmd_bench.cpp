@@ -71,8 +71,8 @@ void RunBench(const BenchArgs& a) {
   std::vector<std::string> isas = a.isas;
   if (isas.empty()) isas.push_back(kernels::ActiveKernels().isa);
   for (const std::string& isa : isas) (void)kernels::KernelsFor(isa);  // refused before any run
-  const bool progress = ::isatty(STDERR_FILENO) && a.output == "md" && !a.json &&
-                        report::LogEnabled("info");
+  const bool progress =
+      ::isatty(STDERR_FILENO) && a.output == "md" && !a.json && report::LogEnabled("info");
 
   report::BenchWriter writer(report::ParseBenchFormat(a.json ? "json" : a.output),
                              report::GetSystemInfo());
@@ -91,63 +91,63 @@ void RunBench(const BenchArgs& a) {
     const auto& g = file.geometry();
     for (const std::string& numerics : a.numerics)
       for (const std::string& isa : isas) {
-      const kernels::KernelTable& table = kernels::KernelsFor(isa);
-      for (int threads_opt : a.threads) {
-        const int threads = threads_opt > 0 ? threads_opt : ThreadArgs{threads_opt}.Resolve();
-        for (int pp : a.prompt_tokens) {
-          for (int tg : a.gen_tokens) {
-            if (pp < 1) Fail<UsageError>("--prompt-tokens must be >= 1 (got {})", pp);
-            if (tg < 0) Fail<UsageError>("--gen-tokens must be >= 0 (got {})", tg);
-            model::DecoderConfig cfg;
-            cfg.kv_window = g.kv_window;
-            cfg.sink_len = g.kv_window ? std::min<uint32_t>(static_cast<uint32_t>(pp), 64) : 0;
-            cfg.max_positions = static_cast<uint32_t>(pp + tg + 1);
-            cfg.threads = threads;
-            cfg.kernels = &table;
-            cfg.path = model::ParseNumericPath(numerics);
-            report::ResetPeakRss();  // per-point peak (earlier points' buffers are freed)
-            model::Decoder dec(model, cfg);
-            const std::vector<int32_t> prompt = MakePrompt(g.vocab, pp, a.seed);
-            std::vector<float> logits(g.vocab);
+        const kernels::KernelTable& table = kernels::KernelsFor(isa);
+        for (int threads_opt : a.threads) {
+          const int threads = threads_opt > 0 ? threads_opt : ThreadArgs{threads_opt}.Resolve();
+          for (int pp : a.prompt_tokens) {
+            for (int tg : a.gen_tokens) {
+              if (pp < 1) Fail<UsageError>("--prompt-tokens must be >= 1 (got {})", pp);
+              if (tg < 0) Fail<UsageError>("--gen-tokens must be >= 0 (got {})", tg);
+              model::DecoderConfig cfg;
+              cfg.kv_window = g.kv_window;
+              cfg.sink_len = g.kv_window ? std::min<uint32_t>(static_cast<uint32_t>(pp), 64) : 0;
+              cfg.max_positions = static_cast<uint32_t>(pp + tg + 1);
+              cfg.threads = threads;
+              cfg.kernels = &table;
+              cfg.path = model::ParseNumericPath(numerics);
+              report::ResetPeakRss();  // per-point peak (earlier points' buffers are freed)
+              model::Decoder dec(model, cfg);
+              const std::vector<int32_t> prompt = MakePrompt(g.vocab, pp, a.seed);
+              std::vector<float> logits(g.vocab);
 
-            report::BenchRecord r;
-            r.model = model_path;
-            r.model_sha256 = sha;
-            r.model_bytes = file.bytes().size();
-            r.isa = table.isa;
-            r.path = model::NumericPathName(cfg.path);
-            r.threads = threads;
-            r.prompt_tokens = pp;
-            r.gen_tokens = tg;
-            r.repetitions = a.repetitions;
-            r.load_seconds = load_seconds;
-            for (int rep = -a.warmup; rep < a.repetitions; ++rep) {
-              if (progress)
-                fmt::print(stderr, "\r{} {} t={} pp={} tg={}: {} {}/{}   ", numerics, table.isa,
-                           threads, pp, tg, rep < 0 ? "warm-up" : "run",
-                           rep < 0 ? rep + a.warmup + 1 : rep + 1,
-                           rep < 0 ? a.warmup : a.repetitions);
-              dec.Reset();
-              report::Stopwatch pw;
-              dec.Prefill(prompt, logits);
-              const double prefill_s = pw.Seconds();
-              report::Stopwatch dw;
-              for (int i = 0; i < tg; ++i) dec.Step(Argmax(logits), logits);
-              const double decode_s = dw.Seconds();
-              if (rep < 0) continue;
-              r.prefill_tok_s.push_back(pp / prefill_s);
-              if (tg > 0) r.decode_tok_s.push_back(tg / decode_s);
+              report::BenchRecord r;
+              r.model = model_path;
+              r.model_sha256 = sha;
+              r.model_bytes = file.bytes().size();
+              r.isa = table.isa;
+              r.path = model::NumericPathName(cfg.path);
+              r.threads = threads;
+              r.prompt_tokens = pp;
+              r.gen_tokens = tg;
+              r.repetitions = a.repetitions;
+              r.load_seconds = load_seconds;
+              for (int rep = -a.warmup; rep < a.repetitions; ++rep) {
+                if (progress)
+                  fmt::print(stderr, "\r{} {} t={} pp={} tg={}: {} {}/{}   ", numerics, table.isa,
+                             threads, pp, tg, rep < 0 ? "warm-up" : "run",
+                             rep < 0 ? rep + a.warmup + 1 : rep + 1,
+                             rep < 0 ? a.warmup : a.repetitions);
+                dec.Reset();
+                report::Stopwatch pw;
+                dec.Prefill(prompt, logits);
+                const double prefill_s = pw.Seconds();
+                report::Stopwatch dw;
+                for (int i = 0; i < tg; ++i) dec.Step(Argmax(logits), logits);
+                const double decode_s = dw.Seconds();
+                if (rep < 0) continue;
+                r.prefill_tok_s.push_back(pp / prefill_s);
+                if (tg > 0) r.decode_tok_s.push_back(tg / decode_s);
+              }
+              r.peak_rss_bytes = report::PeakRssBytes();
+              r.weight_bytes_per_token = model::WeightBytesPerToken(
+                  model.weights(), cfg.path == model::NumericPath::kOfficial);
+              r.read_bytes_per_s = report::MeasureReadBandwidth(r.weight_bytes_per_token, 0.05);
+              if (progress) fmt::print(stderr, "\r{:60}\r", "");
+              emit(writer.Row(r));
             }
-            r.peak_rss_bytes = report::PeakRssBytes();
-            r.weight_bytes_per_token = model::WeightBytesPerToken(
-                model.weights(), cfg.path == model::NumericPath::kOfficial);
-            r.read_bytes_per_s = report::MeasureReadBandwidth(r.weight_bytes_per_token, 0.05);
-            if (progress) fmt::print(stderr, "\r{:60}\r", "");
-            emit(writer.Row(r));
           }
         }
       }
-    }
   }
   emit(writer.End());
 }

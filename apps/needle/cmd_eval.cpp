@@ -45,7 +45,7 @@ struct EvalArgs {
 struct Failure {
   size_t line = 0;
   std::optional<std::string> query;
-  nlohmann::json expected, got;  // null when the line could not be run
+  nlohmann::ordered_json expected, got;  // null when the line could not be run
   std::optional<std::string> type, error;
 };
 
@@ -57,7 +57,7 @@ std::string Percent(size_t part, size_t whole) {
   return fmt::format("{:.1f}%", whole ? 100.0 * double(part) / double(whole) : 0.0);
 }
 
-std::string Dump(const nlohmann::json& j) {
+std::string Dump(const nlohmann::ordered_json& j) {
   return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
@@ -83,8 +83,8 @@ void Eval(const EvalArgs& a) {
       if (line.find_first_not_of(" \t") != std::string::npos) lines.emplace_back(number, line);
     }
   }
-  if (lines.empty()) Fail<InvalidInput>("{}: no requests (the file has no non-blank line)",
-                                        data_label);
+  if (lines.empty())
+    Fail<InvalidInput>("{}: no requests (the file has no non-blank line)", data_label);
 
   const format::CactFile file = format::CactFile::Open(
       a.model.path, a.model.no_mmap ? format::LoadMode::kRead : format::LoadMode::kMmapPrefault);
@@ -193,8 +193,8 @@ void Eval(const EvalArgs& a) {
                         {report::Table::Align::kLeft, report::Table::Align::kRight,
                          report::Table::Align::kRight, report::Table::Align::kRight});
     auto row = [&](const std::string& name, const ToolScore& t) {
-      table.AddRow({name, std::to_string(t.lines), std::to_string(t.exact),
-                    Percent(t.exact, t.lines)});
+      table.AddRow(
+          {name, std::to_string(t.lines), std::to_string(t.exact), Percent(t.exact, t.lines)});
     };
     for (const auto& [name, t] : per_tool) row(name, t);
     if (no_call.lines) row("(no call)", no_call);
@@ -205,8 +205,8 @@ void Eval(const EvalArgs& a) {
         fmt::print("  line {}: {}\n", f.line, *f.error);
         continue;
       }
-      fmt::print("  line {}: {} expected {}, got {}{}\n", f.line, Dump(*f.query),
-                 Dump(f.expected), Dump(f.got),
+      fmt::print("  line {}: {} expected {}, got {}{}\n", f.line, Dump(*f.query), Dump(f.expected),
+                 Dump(f.got),
                  f.error ? fmt::format(" ({} failed: {})", f.type.value_or("reply"), *f.error)
                  : f.got.is_null() ? std::string()
                                    : fmt::format(" ({})", f.type.value_or("reply")));
@@ -234,8 +234,7 @@ void RegisterEval(CLI::App& app) {
   cmd->add_option("--tools", a->tools_path,
                   "Tools JSON file for lines without \"tools\" ('-' = stdin)");
   cmd->add_option("--system", a->system, "System prompt for lines without \"system\"");
-  cmd->add_option("-n,--max-tokens", a->max_tokens,
-                  "Token budget for lines without \"max_tokens\"")
+  cmd->add_option("-n,--max-tokens", a->max_tokens, "Token budget for lines without \"max_tokens\"")
       ->default_val(256);
   cmd->add_option("--min-accuracy", a->min_accuracy,
                   "Exit 1 when the exact-call accuracy (0..1) is below this")

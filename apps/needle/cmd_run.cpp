@@ -267,8 +267,8 @@ void Run(RunArgs& a) {
   spdlog::info(
       "{} tokens generated, stop: {}; load {:.3f} s | prefill {} tokens {:.1f} tok/s | decode "
       "{:.1f} tok/s | peak RSS {:.1f} MiB",
-             r.generated_ids.size(), session::StopReasonName(r.stop), load_seconds, prefill_tokens,
-             prefill_tokens / std::max(prefill_seconds, 1e-9), r.decode_tps, peak_mb);
+      r.generated_ids.size(), session::StopReasonName(r.stop), load_seconds, prefill_tokens,
+      prefill_tokens / std::max(prefill_seconds, 1e-9), r.decode_tps, peak_mb);
 }
 
 }  // namespace
@@ -309,12 +309,14 @@ void RegisterRun(CLI::App& app) {
       cmd->add_flag("--raw", a->raw,
                     "Plain greedy decoding of the first query without the protocol; print the "
                     "text (with --json: ids, stop reason, timings)");
-  cmd->add_flag("--trace", a->trace,
-                "Log every decoding decision (top valid tokens, branching, grounding) on stderr (log "
-                "level trace)");
-  cmd->add_flag("-v,--verbose", a->verbose,
-                "Also log each turn's ids, generated text, budget use and Hc/Dc on stderr (log level "
-                "debug)");
+  cmd->add_flag(
+      "--trace", a->trace,
+      "Log every decoding decision (top valid tokens, branching, grounding) on stderr (log "
+      "level trace)");
+  cmd->add_flag(
+      "-v,--verbose", a->verbose,
+      "Also log each turn's ids, generated text, budget use and Hc/Dc on stderr (log level "
+      "debug)");
   a->output.Attach(cmd);
   batch->excludes(print_prompt)->excludes(raw)->excludes("--json");
   cmd->callback([a] { Run(*a); });

@@ -16,8 +16,8 @@ struct BenchRecord {
   // Parameters of this point.
   std::string model;         // path
   std::string model_sha256;  // of the whole file
-  std::string isa;   // kernel path used ("avx2", "scalar", ...)
-  std::string path;  // numeric path ("f32", ...)
+  std::string isa;           // kernel path used ("avx2", "scalar", ...)
+  std::string path;          // numeric path ("f32", ...)
   int threads = 1;
   int prompt_tokens = 0;
   int gen_tokens = 0;

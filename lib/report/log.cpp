@@ -26,7 +26,7 @@ std::optional<spdlog::level::level_enum> ParseLevel(std::string_view name) {
 }  // namespace
 
 const std::vector<std::string>& LogLevelNames() {
-  static const std::vector<std::string> names = {"trace", "debug", "info",
+  static const std::vector<std::string> names = {"trace",   "debug", "info",
                                                  "warning", "error", "off"};
   return names;
 }
@@ -34,10 +34,10 @@ const std::vector<std::string>& LogLevelNames() {
 void InitLogging(std::string_view level, std::string_view source) {
   const auto parsed = ParseLevel(level);
   if (!parsed)
-    Fail<UsageError>("{}: unknown log level '{}' (trace, debug, info, warning, error, off)",
-                     source, level);
-  auto logger = std::make_shared<spdlog::logger>(
-      "needle", std::make_shared<spdlog::sinks::stderr_sink_mt>());
+    Fail<UsageError>("{}: unknown log level '{}' (trace, debug, info, warning, error, off)", source,
+                     level);
+  auto logger =
+      std::make_shared<spdlog::logger>("needle", std::make_shared<spdlog::sinks::stderr_sink_mt>());
   logger->set_pattern("needle: %l: %v");
   logger->set_level(*parsed);
   logger->flush_on(spdlog::level::trace);  // every line at once (stdout may interleave)
@@ -67,9 +67,10 @@ void RaiseLogLevel(std::string_view level, std::string_view source) {
   if (!parsed) Fail<UsageError>("{}: unknown log level '{}'", source, level);
   if (spdlog::should_log(*parsed)) return;
   if (!spdlog::should_log(spdlog::level::warn))
-    Fail<UsageError>("{} prints {} lines, but the log level is {} (--quiet, --log-level or "
-                     "NEEDLE_LOG_LEVEL); drop one of them",
-                     source, level, LogLevel());
+    Fail<UsageError>(
+        "{} prints {} lines, but the log level is {} (--quiet, --log-level or "
+        "NEEDLE_LOG_LEVEL); drop one of them",
+        source, level, LogLevel());
   spdlog::set_level(*parsed);
 }
 

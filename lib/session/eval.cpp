@@ -66,9 +66,14 @@ bool SameCalls(const std::vector<Call>& a, const std::vector<Call>& b) {
   return true;
 }
 
-nlohmann::json CallsJson(const std::vector<Call>& calls) {
-  nlohmann::json out = nlohmann::json::array();
-  for (const Call& c : calls) out.push_back({{"name", c.name}, {"arguments", c.arguments}});
+nlohmann::ordered_json CallsJson(const std::vector<Call>& calls) {
+  nlohmann::ordered_json out = nlohmann::ordered_json::array();
+  for (const Call& c : calls) {
+    nlohmann::ordered_json call;
+    call["name"] = c.name;
+    call["arguments"] = nlohmann::ordered_json::parse(c.arguments.dump());
+    out.push_back(std::move(call));
+  }
   return out;
 }
 

@@ -23,7 +23,7 @@ std::vector<Call> ParseCalls(std::string_view text, std::string_view what);
 // equals 5.0; strings must be identical).
 bool SameCalls(const std::vector<Call>& a, const std::vector<Call>& b);
 
-// The calls as a JSON array [{"name", "arguments"}] (for reports).
-nlohmann::json CallsJson(const std::vector<Call>& calls);
+// The calls as a JSON array [{"name", "arguments"}] (for reports; keys in that order).
+nlohmann::ordered_json CallsJson(const std::vector<Call>& calls);
 
 }  // namespace needle::session

@@ -10,8 +10,7 @@
 
 namespace needle::session {
 
-SessionPool::SessionPool(const format::CactFile& file, const SessionConfig& config,
-                         size_t capacity)
+SessionPool::SessionPool(const format::CactFile& file, const SessionConfig& config, size_t capacity)
     : file_(file),
       config_(config),
       capacity_(std::max<size_t>(capacity, 1)),

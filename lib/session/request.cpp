@@ -28,7 +28,8 @@ Request ParseRequest(std::string_view line, bool with_expected) {
   } catch (const nlohmann::json::exception& e) {
     Fail<InvalidInput>("invalid JSON: {}", e.what());
   }
-  if (!doc.is_object()) Fail<InvalidInput>("expected a JSON object, got a JSON {}", doc.type_name());
+  if (!doc.is_object())
+    Fail<InvalidInput>("expected a JSON object, got a JSON {}", doc.type_name());
   const std::string minified = text::StripJsonWhitespace(line);
   const std::vector<text::JsonMember> members = text::ObjectMembers(minified, "request");
   const std::array<std::string_view, 5> known = {"query", "tools", "system", "max_tokens",
@@ -37,9 +38,8 @@ Request ParseRequest(std::string_view line, bool with_expected) {
   bool has_query = false;
   std::vector<std::string_view> seen;
   for (const text::JsonMember& m : members) {
-    const bool is_known =
-        std::find(known.begin(), known.end(), m.key) != known.end() &&
-        (with_expected || m.key != "expected");
+    const bool is_known = std::find(known.begin(), known.end(), m.key) != known.end() &&
+                          (with_expected || m.key != "expected");
     if (!is_known)
       Fail<InvalidInput>("unknown key \"{}\" (known: query, tools, system, max_tokens{})", m.key,
                          with_expected ? ", expected" : "");
@@ -63,12 +63,14 @@ Request ParseRequest(std::string_view line, bool with_expected) {
       r.tools = std::string(m.value);
     } else if (m.key == "expected") {
       if (!v.is_array())
-        Fail<InvalidInput>("\"expected\" is a JSON {}, expected an array of calls {{name, arguments}}",
-                           v.type_name());
+        Fail<InvalidInput>(
+            "\"expected\" is a JSON {}, expected an array of calls {{name, arguments}}",
+            v.type_name());
       r.expected = std::string(m.value);
     } else {  // max_tokens
       if (!v.is_number_integer())
-        Fail<InvalidInput>("\"max_tokens\" is {}, expected a whole number >= 0", std::string(m.value));
+        Fail<InvalidInput>("\"max_tokens\" is {}, expected a whole number >= 0",
+                           std::string(m.value));
       if (v.is_number_unsigned()) {
         const uint64_t n = v.get<uint64_t>();
         if (n > static_cast<uint64_t>(INT64_MAX))
@@ -77,7 +79,8 @@ Request ParseRequest(std::string_view line, bool with_expected) {
       } else {
         r.max_tokens = v.get<int64_t>();
       }
-      if (*r.max_tokens < 0) Fail<InvalidInput>("\"max_tokens\" must be >= 0 (got {})", *r.max_tokens);
+      if (*r.max_tokens < 0)
+        Fail<InvalidInput>("\"max_tokens\" must be >= 0 (got {})", *r.max_tokens);
     }
   }
   if (!has_query) Fail<InvalidInput>("missing \"query\" (a string)");

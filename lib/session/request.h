@@ -13,9 +13,9 @@ namespace needle::session {
 
 struct Request {
   std::string query;
-  std::optional<std::string> tools;   // the tools array's text (absent: the caller's default)
-  std::optional<std::string> system;  // absent: the caller's default
-  std::optional<int64_t> max_tokens;  // >= 0; absent: the caller's default
+  std::optional<std::string> tools;     // the tools array's text (absent: the caller's default)
+  std::optional<std::string> system;    // absent: the caller's default
+  std::optional<int64_t> max_tokens;    // >= 0; absent: the caller's default
   std::optional<std::string> expected;  // the expected calls array's text (eval)
 };
 

@@ -689,9 +689,8 @@ void Session::DecodeCall(TurnState& t, bool require_call) {
       // not over the grammar-valid tokens: the 0.95 threshold and the first token's score use it.
       const AllowedStats list_stats = StatsOf(logits_, value_start_list_);
       if (pc.trace)
-        spdlog::trace("value start node {} after_quote {} grounded {} p_top {:.4f} left {}",
-                   node, after_quote, grounded.size(), list_stats.Prob(logits_[top]),
-                   t.remaining());
+        spdlog::trace("value start node {} after_quote {} grounded {} p_top {:.4f} left {}", node,
+                      after_quote, grounded.size(), list_stats.Prob(logits_[top]), t.remaining());
       // No branching at a plain string whose opening quote came with the key token (`":"`): the
       // value has already left the value-start state. An ungrounded enum still branches there.
       const bool quote_taken = after_quote && !sn.has_enum;
@@ -740,8 +739,8 @@ void Session::DecodeCall(TurnState& t, bool require_call) {
           const double score =
               sum_lp / static_cast<double>(ids.size()) - (closed ? 0.0 : pc.branch_open_penalty);
           if (pc.trace)
-            spdlog::trace("  branch {:?} score {:.4f} tokens {} p {}",
-                       tokenizer_.Decode(ids), score, ids.size(), fmt::join(probs, " "));
+            spdlog::trace("  branch {:?} score {:.4f} tokens {} p {}", tokenizer_.Decode(ids),
+                          score, ids.size(), fmt::join(probs, " "));
           if (score > best_score) {
             best_score = score;
             best_ids = ids;
