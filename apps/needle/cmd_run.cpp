@@ -281,15 +281,18 @@ void RegisterRun(CLI::App& app) {
   auto* query = cmd->add_option("query", a->queries,
                                 "The user's query; more arguments continue the conversation "
                                 "(after a turn with calls the next one is the tool result)");
-  auto* query_file = cmd->add_option(
-      "-f,--file", a->query_file,
-      "Read the first query from a file ('-' = stdin; one final line break is dropped); QUERY "
-      "arguments then continue the conversation");
-  auto* batch = cmd->add_option(
-      "--batch", a->batch_path,
-      "Answer independent requests, one JSON object per line ({\"query\", \"tools\", "
-      "\"system\", \"max_tokens\"}; '-' = stdin) on one loaded model; one envelope or "
-      "{\"line\",\"error\"} per line; exit 1 if a line failed");
+  auto* query_file = cmd->add_option("-f,--file", a->query_file,
+                                     "Read the first query from a file ('-' = stdin; one final "
+                                     "line break is dropped); QUERY "
+                                     "arguments then continue the conversation")
+                         ->type_name("FILE");
+  auto* batch =
+      cmd->add_option(
+             "--batch", a->batch_path,
+             "Answer independent requests, one JSON object per line ({\"query\", \"tools\", "
+             "\"system\", \"max_tokens\"}; '-' = stdin) on one loaded model; one envelope or "
+             "{\"line\",\"error\"} per line; exit 1 if a line failed")
+          ->type_name("FILE.jsonl");
   batch->excludes(query)->excludes(query_file);
   cmd->add_option("--tools", a->tools_path,
                   "Tools JSON file (an array of {name, description, parameters}); '-' = stdin");

@@ -17,9 +17,9 @@ int main(int argc, char** argv) {
   CLI::App app{"needle: inspect, convert, verify, run and benchmark Needle 2 (.cact) models"};
   app.require_subcommand(1);
   app.footer(
-      "Exit codes: 0 success; 1 a check failed (verify, eval --min-accuracy) or some lines of "
-      "run --batch / eval failed; 2 usage; 3 I/O; 4 malformed file; 5 invalid values; 70 "
-      "internal error.");
+      "Exit codes: 0 success; 1 a check failed (verify, eval under --min-accuracy) or a run "
+      "--batch line gave an error object; 2 usage; 3 I/O; 4 malformed file; 5 invalid values; "
+      "70 internal error.");
   app.fallthrough();  // the global options below may follow the subcommand too
   app.set_version_flag(
       "--version", [] { return needle::cli::VersionText(); },
