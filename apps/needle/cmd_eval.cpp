@@ -124,6 +124,7 @@ void Eval(const EvalArgs& a) {
       const bool ok = reply.success && session::SameCalls(got, expected);
       exact += ok;
       std::vector<std::string> names;
+      names.reserve(expected.size());
       for (const session::Call& c : expected) names.push_back(c.name);
       std::sort(names.begin(), names.end());
       names.erase(std::unique(names.begin(), names.end()), names.end());
