@@ -184,6 +184,15 @@ TEST_CASE("bench: several models, a Markdown table, SQL a database loads, one ro
   CHECK(db_rows[0] == tiny + "\t" + FileSha256(tiny) + "\t1\t8");
   CHECK(db_rows[3] == small + "\t" + FileSha256(small) + "\t2\t8");
 
+  // Rows are written as their points finish: when the second model cannot be opened, the first
+  // one's rows are already out (and the error names the file).
+  r = bench({"-m", tiny + "," + dir / "missing.cact", "-o", "jsonl"});
+  CHECK(r.exit_code == 3);
+  CHECK(r.err.find("missing.cact") != std::string::npos);
+  const std::vector<std::string> streamed = Lines(r.out);
+  REQUIRE(streamed.size() == 2);
+  CHECK(json::parse(streamed[1])["model"] == tiny);
+
   // Usage: no model, -o with --json, an unknown format.
   CHECK(bench({}).exit_code == 2);
   CHECK(bench({tiny, "-o", "csv", "--json"}).exit_code == 2);
