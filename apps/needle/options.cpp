@@ -4,6 +4,10 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <iostream>
+#include <iterator>
+
+#include "format/mapped_file.h"
 
 namespace needle::cli {
 
@@ -77,6 +81,12 @@ std::vector<std::string> ProtectBracketedArguments(const CLI::App& app, int argc
   }
   std::reverse(args.begin(), args.end());  // CLI11 takes them last first
   return args;
+}
+
+std::string ReadTextInput(const std::string& path) {
+  if (path == "-") return std::string(std::istreambuf_iterator<char>(std::cin), {});
+  const std::vector<uint8_t> b = format::ReadFileBytes(path);
+  return std::string(b.begin(), b.end());
 }
 
 }  // namespace needle::cli

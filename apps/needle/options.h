@@ -46,5 +46,8 @@ struct NumericsArgs {
 void KeepBracketedArguments(CLI::App* cmd);
 std::vector<std::string> ProtectBracketedArguments(const CLI::App& app, int argc,
                                                    const char* const* argv);
+// A text input read to EOF: a file, a pipe such as `--tools <(cat t.json)`, or '-' = stdin.
+// Throws IoError naming the file.
+std::string ReadTextInput(const std::string& path);
 
 }  // namespace needle::cli

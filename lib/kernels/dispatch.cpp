@@ -55,6 +55,15 @@ const KernelTable& TableFor(Isa isa) {
 
 const KernelTable& ReferenceKernels() { return kScalar; }
 
+std::vector<std::string> CompiledIsas() {
+  std::vector<std::string> isas{"scalar"};
+#if defined(NEEDLE_X86)
+  isas.push_back("avx2");
+  isas.push_back("avx512");
+#endif
+  return isas;
+}
+
 std::vector<std::string> AvailableIsas() {
   std::vector<std::string> isas{"scalar"};
 #if defined(NEEDLE_X86)

@@ -28,6 +28,8 @@ struct KernelTable {
 
 // The scalar reference table (always available).
 const KernelTable& ReferenceKernels();
+// Names of the tables this build contains, whatever this CPU runs, fastest last.
+std::vector<std::string> CompiledIsas();
 // Names of the tables this build contains that this CPU can run, fastest last.
 std::vector<std::string> AvailableIsas();
 // The table for `isa` ("scalar", "avx2", "avx512"); throws UsageError if unknown or unsupported

@@ -74,6 +74,56 @@ std::vector<std::string_view> TopLevelArrayElements(std::string_view s, std::str
   return out;
 }
 
+std::vector<JsonMember> ObjectMembers(std::string_view s, std::string_view what) {
+  if (s.size() < 2 || s.front() != '{' || s.back() != '}') {
+    Fail<InvalidInput>("{}: expected a JSON object, got '{}'", what,
+                       s.substr(0, std::min<size_t>(s.size(), 40)));
+  }
+  std::vector<JsonMember> out;
+  size_t i = 1;
+  while (i + 1 < s.size()) {
+    // "key":value, with the key a string (valid JSON: it starts here and ends at its quote).
+    if (s[i] != '"') Fail<InvalidInput>("{}: expected a key at byte {}", what, i);
+    size_t end = i + 1;
+    while (end < s.size() && s[end] != '"') end += s[end] == '\\' ? 2 : 1;
+    if (end + 1 >= s.size() || s[end + 1] != ':')
+      Fail<InvalidInput>("{}: expected ':' after the key at byte {}", what, i);
+    const std::string_view raw_key = s.substr(i, end + 1 - i);
+    std::string key;
+    try {
+      key = nlohmann::json::parse(raw_key.begin(), raw_key.end()).get<std::string>();
+    } catch (const nlohmann::json::exception& e) {
+      Fail<InvalidInput>("{}: invalid key {}: {}", what, raw_key, e.what());
+    }
+    // The value runs to the next ',' at depth 0 or to the closing brace.
+    const size_t begin = end + 2;
+    size_t j = begin;
+    int depth = 0;
+    bool in_string = false;
+    for (; j + 1 < s.size(); ++j) {
+      const char c = s[j];
+      if (in_string) {
+        if (c == '\\') {
+          ++j;
+        } else if (c == '"') {
+          in_string = false;
+        }
+      } else if (c == '"') {
+        in_string = true;
+      } else if (c == '{' || c == '[') {
+        ++depth;
+      } else if (c == '}' || c == ']') {
+        --depth;
+      } else if (c == ',' && depth == 0) {
+        break;
+      }
+    }
+    out.push_back({std::move(key), s.substr(begin, j - begin)});
+    i = j + 1;
+  }
+  return out;
+}
+
 std::vector<std::string> ToolInventory(std::string_view tools_text, std::string_view what) {
   const std::string minified = StripJsonWhitespace(tools_text);
   if (minified.empty()) return {};
