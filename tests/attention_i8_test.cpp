@@ -2,6 +2,7 @@
 // with and without VNNI, where the CPU has them) against the scalar reference, bit for bit
 // (memcmp of the outputs and of the softmax weights), over head layouts, head sizes, awkward key
 // counts, random slot orders and extreme scales.
+#include "kernels/arm/kernels_arm.h"
 #include "kernels/attention_i8.h"
 
 #include <algorithm>
@@ -46,6 +47,13 @@ std::vector<Variant> Variants() {
   // A test that only compares the reference with itself would pass vacuously.
   if (k::GetCpuFeatures().avx2 && k::GetCpuFeatures().fma && k::GetCpuFeatures().f16c)
     REQUIRE(out.size() >= 2);
+#endif
+#if defined(NEEDLE_ARM)
+  REQUIRE(out.size() >= 4);  // scalar and neon, each with both exponentials
+  if (k::GetCpuFeatures().dotprod) {
+    REQUIRE(out.size() >= 6);
+    REQUIRE(out.back().attend == &k::AttendI8Dotprod);
+  }
 #endif
   REQUIRE(out.front().name == "scalar");
   REQUIRE(out.front().attend == &k::AttendI8Reference);
