@@ -133,7 +133,9 @@ void RunBench(const BenchArgs& a) {
     }
   if (progress) fmt::print(stderr, "\r{:60}\r", "");
   const auto fmt_kind = report::ParseBenchFormat(a.json ? "json" : a.output);
-  fmt::print("{}", report::Render(records, report::GetSystemInfo(), fmt_kind));
+  report::SystemInfo sys = report::GetSystemInfo();
+  sys.isas = kernels::AvailableIsas();
+  fmt::print("{}", report::Render(records, sys, fmt_kind));
 }
 
 }  // namespace

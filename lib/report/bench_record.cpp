@@ -2,6 +2,7 @@
 #include "report/bench_record.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "base/error.h"
 #include "report/table.h"
@@ -60,11 +61,13 @@ nlohmann::ordered_json ToJson(const BenchRecord& r) {
 
 namespace {
 nlohmann::ordered_json SystemJson(const SystemInfo& s) {
-  return {{"cpu", s.cpu_model},
-          {"logical_cores", s.logical_cores},
-          {"os", s.os},
-          {"compiler", s.compiler},
-          {"needle_version", s.version}};
+  nlohmann::ordered_json j = {{"cpu", s.cpu_model},
+                              {"logical_cores", s.logical_cores},
+                              {"os", s.os},
+                              {"compiler", s.compiler},
+                              {"needle_version", s.version}};
+  if (!s.isas.empty()) j["isas"] = s.isas;
+  return j;
 }
 }  // namespace
 
@@ -116,6 +119,8 @@ std::string Render(const std::vector<BenchRecord>& records, const SystemInfo& sy
              fmt::format("{:.1f}", double(r.peak_rss_bytes) / (1024.0 * 1024.0))});
       std::string out = fmt::format("cpu: {} ({} logical cores), {}, {}\n", sys.cpu_model,
                                     sys.logical_cores, sys.os, sys.compiler);
+      if (!sys.isas.empty())
+        out += fmt::format("kernel ISAs available: {}\n", fmt::join(sys.isas, ", "));
       if (!records.empty()) {
         out += fmt::format("model: {}\n", records.front().model);
         const BenchRecord& r = records.front();
