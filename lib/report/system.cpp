@@ -84,35 +84,36 @@ std::string ArmCoreName(uint64_t midr) {
 std::string CpuModelFromCpuinfo(const std::string& cpuinfo, uint64_t midr) {
   std::istringstream in(cpuinfo);
   std::string line, model_name, board;
-  uint64_t implementer = 0, variant = 0, part = 0, revision = 0;
-  bool have_part = false;
   auto value = [&](const std::string& l) {
     const auto colon = l.find(':');
     if (colon == std::string::npos) return std::string();
     const auto start = l.find_first_not_of(" \t", colon + 1);
     return start == std::string::npos ? std::string() : l.substr(start);
   };
+  // "key<spaces or tabs>:" at the start of the line.
   auto key_is = [&](const std::string& l, const char* key) {
     const size_t n = std::char_traits<char>::length(key);
     return l.compare(0, n, key) == 0 && l.find_first_not_of(" \t", n) == l.find(':');
   };
+  // The first core's identification (big.LITTLE systems list every core): the first value of
+  // each key.
+  int64_t implementer = -1, variant = -1, part = -1, revision = -1;
+  auto number = [&](const std::string& l, int64_t* field) {
+    if (*field < 0) *field = static_cast<int64_t>(std::strtoull(value(l).c_str(), nullptr, 0));
+  };
   while (std::getline(in, line)) {
     if (model_name.empty() && key_is(line, "model name")) model_name = value(line);
     if (board.empty() && (key_is(line, "Model") || key_is(line, "Hardware"))) board = value(line);
-    // The first core's identification (big.LITTLE systems list every core).
-    if (!have_part && key_is(line, "CPU implementer"))
-      implementer = std::strtoull(value(line).c_str(), nullptr, 0);
-    if (!have_part && key_is(line, "CPU variant"))
-      variant = std::strtoull(value(line).c_str(), nullptr, 0);
-    if (!have_part && key_is(line, "CPU revision"))
-      revision = std::strtoull(value(line).c_str(), nullptr, 0);
-    if (!have_part && key_is(line, "CPU part")) {
-      part = std::strtoull(value(line).c_str(), nullptr, 0);
-      have_part = true;
-    }
+    if (key_is(line, "CPU implementer")) number(line, &implementer);
+    if (key_is(line, "CPU variant")) number(line, &variant);
+    if (key_is(line, "CPU part")) number(line, &part);
+    if (key_is(line, "CPU revision")) number(line, &revision);
   }
+  const bool have_part = implementer >= 0 && part >= 0;
+  auto bits = [](int64_t v, uint64_t mask) { return v < 0 ? 0 : static_cast<uint64_t>(v) & mask; };
   if (midr == 0 && have_part)
-    midr = (implementer & 0xff) << 24 | (variant & 0xf) << 20 | (part & 0xfff) << 4 | (revision & 0xf);
+    midr = bits(implementer, 0xff) << 24 | bits(variant, 0xf) << 20 | bits(part, 0xfff) << 4 |
+           bits(revision, 0xf);
   if (midr != 0) {
     const std::string core = ArmCoreName(midr);
     return board.empty() ? core : board + " (" + core + ")";
