@@ -2,7 +2,6 @@
 // with and without VNNI, where the CPU has them) against the scalar reference, bit for bit
 // (memcmp of the outputs and of the softmax weights), over head layouts, head sizes, awkward key
 // counts, random slot orders and extreme scales.
-#include "kernels/arm/kernels_arm.h"
 #include "kernels/attention_i8.h"
 
 #include <algorithm>
@@ -17,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/arm/kernels_arm.h"
 #include "kernels/cpu_features.h"
 #include "kernels/cq_int8.h"
 #include "kernels/dispatch.h"

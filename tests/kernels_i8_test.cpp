@@ -16,9 +16,9 @@
 
 #include "base/fp16.h"
 #include "format/cact.h"
+#include "kernels/arm/kernels_arm.h"
 #include "kernels/cpu_features.h"
 #include "kernels/cq_int8.h"
-#include "kernels/arm/kernels_arm.h"
 #include "kernels/cq_int8_x86.h"
 #include "kernels/dispatch.h"
 #include "model/weights.h"
@@ -55,7 +55,8 @@ std::vector<Variant> Variants() {
   }
 #if defined(NEEDLE_X86)
   if (k::BestIsa() >= k::Isa::kAvx512) {
-    out.push_back({"avx512-bw", &k::CqQuantizeI8Avx512, &k::CqGemmI8Avx512, &k::DotI8Avx512, &k::I8LayoutPositionX86});
+    out.push_back({"avx512-bw", &k::CqQuantizeI8Avx512, &k::CqGemmI8Avx512, &k::DotI8Avx512,
+                   &k::I8LayoutPositionX86});
     if (k::GetCpuFeatures().avx512vnni)
       out.push_back({"avx512-vnni", &k::CqQuantizeI8Avx512, &k::CqGemmI8Avx512Vnni,
                      &k::DotI8Avx512Vnni, &k::I8LayoutPositionX86});
@@ -73,8 +74,8 @@ std::vector<Variant> Variants() {
   return out;
 }
 
-// On an x86 CPU with AVX2 (every AArch64 CPU: NEON) the fast tables must be there: a test that only compares the reference
-// with itself would pass vacuously.
+// On an x86 CPU with AVX2 (every AArch64 CPU: NEON) the fast tables must be there: a test that only
+// compares the reference with itself would pass vacuously.
 void RequireFastVariants(const std::vector<Variant>& variants) {
 #if defined(NEEDLE_X86)
   if (k::GetCpuFeatures().avx2 && k::GetCpuFeatures().fma && k::GetCpuFeatures().f16c)
@@ -88,9 +89,7 @@ void RequireFastVariants(const std::vector<Variant>& variants) {
   REQUIRE(variants.front().name == "scalar");
 }
 
-size_t Position(const Variant& v, uint32_t bits, size_t k) {
-  return v.position(bits, k);
-}
+size_t Position(const Variant& v, uint32_t bits, size_t k) { return v.position(bits, k); }
 
 // A random CQ matrix (group 128) with its storage and int8 codebook.
 struct TestMatrix {

@@ -162,7 +162,8 @@ void RegisterBench(CLI::App& app) {
       ->capture_default_str()
       ->delimiter(',');
   cmd->add_option("--isa", a->isas,
-                  "Kernel ISAs to compare, e.g. scalar,avx2,avx512 or scalar,neon,dotprod (default: fastest)")
+                  "Kernel ISAs to compare, e.g. scalar,avx2,avx512 or scalar,neon,dotprod "
+                  "(default: fastest)")
       ->delimiter(',');
   cmd->add_option("-r,--repetitions", a->repetitions, "Measured repetitions per point")
       ->capture_default_str()

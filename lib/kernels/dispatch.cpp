@@ -49,9 +49,9 @@ const KernelTable& Avx512Table() {
 const KernelTable kNeon{"neon",         &CqGemmReference, &CqQuantizeI8Neon,
                         &CqGemmI8Neon,  &DotI8Neon,       &ExpfArrayNeon,
                         &LogfArrayNeon, &QuantizeI8Neon,  &AttendI8Neon};
-const KernelTable kDotprod{"dotprod",        &CqGemmReference,  &CqQuantizeI8Neon,
-                           &CqGemmI8Dotprod, &DotI8Dotprod,     &ExpfArrayNeon,
-                           &LogfArrayNeon,   &QuantizeI8Neon,   &AttendI8Dotprod};
+const KernelTable kDotprod{"dotprod",        &CqGemmReference, &CqQuantizeI8Neon,
+                           &CqGemmI8Dotprod, &DotI8Dotprod,    &ExpfArrayNeon,
+                           &LogfArrayNeon,   &QuantizeI8Neon,  &AttendI8Dotprod};
 #endif
 
 // The table for an ISA level this CPU supports.

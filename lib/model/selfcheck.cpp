@@ -9,9 +9,9 @@
 #include <cstdint>
 
 #include "base/fp16.h"
+#include "kernels/arm/kernels_arm.h"
 #include "kernels/cpu_features.h"
 #include "kernels/cq_int8.h"
-#include "kernels/arm/kernels_arm.h"
 #include "kernels/dispatch.h"
 #include "kernels/fwht.h"
 #include "model/weights.h"

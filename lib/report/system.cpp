@@ -1,11 +1,10 @@
 // Process and machine facts from /proc and uname.
 #include "report/system.h"
 
+#include <fmt/format.h>
 #include <sys/resource.h>
 #include <sys/utsname.h>
 #include <unistd.h>
-
-#include <fmt/format.h>
 
 #include <algorithm>
 #include <chrono>
@@ -62,17 +61,17 @@ std::string ArmCoreName(uint64_t midr) {
     const char* name;
   };
   static constexpr Part kParts[] = {
-      {0x41, 0xd03, "ARM Cortex-A53"},     {0x41, 0xd04, "ARM Cortex-A35"},
-      {0x41, 0xd05, "ARM Cortex-A55"},     {0x41, 0xd07, "ARM Cortex-A57"},
-      {0x41, 0xd08, "ARM Cortex-A72"},     {0x41, 0xd09, "ARM Cortex-A73"},
-      {0x41, 0xd0a, "ARM Cortex-A75"},     {0x41, 0xd0b, "ARM Cortex-A76"},
-      {0x41, 0xd0c, "ARM Neoverse-N1"},    {0x41, 0xd0d, "ARM Cortex-A77"},
-      {0x41, 0xd40, "ARM Neoverse-V1"},    {0x41, 0xd41, "ARM Cortex-A78"},
-      {0x41, 0xd44, "ARM Cortex-X1"},      {0x41, 0xd46, "ARM Cortex-A510"},
-      {0x41, 0xd47, "ARM Cortex-A710"},    {0x41, 0xd48, "ARM Cortex-X2"},
-      {0x41, 0xd49, "ARM Neoverse-N2"},    {0x41, 0xd4b, "ARM Cortex-A78C"},
-      {0x41, 0xd4f, "ARM Neoverse-V2"},    {0x41, 0xd80, "ARM Cortex-A520"},
-      {0x41, 0xd81, "ARM Cortex-A720"},    {0x41, 0xd82, "ARM Cortex-X4"},
+      {0x41, 0xd03, "ARM Cortex-A53"},  {0x41, 0xd04, "ARM Cortex-A35"},
+      {0x41, 0xd05, "ARM Cortex-A55"},  {0x41, 0xd07, "ARM Cortex-A57"},
+      {0x41, 0xd08, "ARM Cortex-A72"},  {0x41, 0xd09, "ARM Cortex-A73"},
+      {0x41, 0xd0a, "ARM Cortex-A75"},  {0x41, 0xd0b, "ARM Cortex-A76"},
+      {0x41, 0xd0c, "ARM Neoverse-N1"}, {0x41, 0xd0d, "ARM Cortex-A77"},
+      {0x41, 0xd40, "ARM Neoverse-V1"}, {0x41, 0xd41, "ARM Cortex-A78"},
+      {0x41, 0xd44, "ARM Cortex-X1"},   {0x41, 0xd46, "ARM Cortex-A510"},
+      {0x41, 0xd47, "ARM Cortex-A710"}, {0x41, 0xd48, "ARM Cortex-X2"},
+      {0x41, 0xd49, "ARM Neoverse-N2"}, {0x41, 0xd4b, "ARM Cortex-A78C"},
+      {0x41, 0xd4f, "ARM Neoverse-V2"}, {0x41, 0xd80, "ARM Cortex-A520"},
+      {0x41, 0xd81, "ARM Cortex-A720"}, {0x41, 0xd82, "ARM Cortex-X4"},
   };
   std::string name;
   for (const Part& p : kParts)

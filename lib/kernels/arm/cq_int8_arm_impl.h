@@ -52,7 +52,7 @@ inline void StoreLayout(uint32_t code_bits, const int8_t* column_order, int8_t* 
 }
 
 inline void QuantizeActs(const float* x, size_t n, size_t cols, size_t ldx, size_t in_pad,
-                  uint32_t code_bits, int8_t* q, float* scales) {
+                         uint32_t code_bits, int8_t* q, float* scales) {
   const float c128 = 1.0f / std::sqrt(static_cast<float>(kI8Group));
   const size_t groups = in_pad / kI8Group;
   alignas(16) float padded[kI8Group];
@@ -145,7 +145,7 @@ class Unpacker {
   explicit Unpacker(const I8Codebook& cb) : q_(cb.q) {
     alignas(16) int8_t lo[16], hi[16];
     for (size_t k = 0; k < 16; ++k) {
-      lo[k] = kBits == 2 ? cb.q[k & 3] : cb.q[k];  // 2-bit: a nibble's first code
+      lo[k] = kBits == 2 ? cb.q[k & 3] : cb.q[k];   // 2-bit: a nibble's first code
       hi[k] = kBits == 2 ? cb.q[k >> 2] : cb.q[k];  // its second code
     }
     lo_ = vld1q_s8(lo);
@@ -192,9 +192,9 @@ class Unpacker {
 // 2-bit: 1 LDP, 2 AND + 2 USHR (nibbles), 8 TBL, 1 MOVI, 8 SDOT. 4-bit: 2 LDP, 4 AND + 4 USHR,
 // 8 TBL, 1 MOVI, 8 SDOT. x: the group's 8 activation vectors in the layout.
 template <uint32_t kBits>
-__attribute__((always_inline)) inline int32x4_t GemvGroupDot(const uint8_t* codes, const int8x16_t* x,
-                                                             int8x16_t lo, int8x16_t hi,
-                                                             uint8x16_t nibble) {
+__attribute__((always_inline)) inline int32x4_t GemvGroupDot(const uint8_t* codes,
+                                                             const int8x16_t* x, int8x16_t lo,
+                                                             int8x16_t hi, uint8x16_t nibble) {
   int32x4_t acc;
   uint8x16_t c0, c1, t0, t1;
   int8x16_t w0, w1;
@@ -340,9 +340,8 @@ void Tile(const Unpacker<kBits>& unpack, const GemmArgs& a, size_t t0, size_t r0
     for (size_t t = 0; t < T; ++t) {
       const float s = scales[t * G + g];
       for (size_t v = 0; v < kRowVectors; ++v) {
-        const int32x4_t sums =
-            vpaddq_s32(vpaddq_s32(dots[t][4 * v], dots[t][4 * v + 1]),
-                       vpaddq_s32(dots[t][4 * v + 2], dots[t][4 * v + 3]));
+        const int32x4_t sums = vpaddq_s32(vpaddq_s32(dots[t][4 * v], dots[t][4 * v + 1]),
+                                          vpaddq_s32(dots[t][4 * v + 2], dots[t][4 * v + 3]));
         const float32x4_t term =
             vmulq_f32(norm[v], vmulq_f32(cb, vmulq_n_f32(vcvtq_f32_s32(sums), s)));
         acc[t][v] = vaddq_f32(term, acc[t][v]);
@@ -395,7 +394,7 @@ void GemmBits(const CqMatrix& m, const I8Codebook& cb, const I8Acts& acts, size_
 }
 
 inline void GemmActs(const CqMatrix& m, const I8Codebook& cb, const I8Acts& acts, size_t row_begin,
-              size_t row_end, float* y, size_t ldy) {
+                     size_t row_end, float* y, size_t ldy) {
   if (m.group != kI8Group || row_begin >= row_end || acts.n == 0)
     return CqGemmI8Reference(m, cb, acts, row_begin, row_end, y, ldy);
   switch (m.code_bits) {

@@ -9,8 +9,8 @@
 
 namespace needle::kernels {
 
-void CqGemmI8Dotprod(const CqMatrix& m, const I8Codebook& cb, const I8Acts& acts,
-                     size_t row_begin, size_t row_end, float* y, size_t ldy) {
+void CqGemmI8Dotprod(const CqMatrix& m, const I8Codebook& cb, const I8Acts& acts, size_t row_begin,
+                     size_t row_end, float* y, size_t ldy) {
   GemmActs(m, cb, acts, row_begin, row_end, y, ldy);
 }
 

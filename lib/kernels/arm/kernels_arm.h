@@ -18,9 +18,10 @@ namespace needle::kernels {
 // layout (chosen so that a group's weight codes become int8 vectors with one mask or shift and
 // one 16-byte table lookup, TBL, per 16 weights):
 //   2-bit (and ternary crumbs): each 16 code bytes b hold columns 4b..4b+3; the crumb j of those
-//     bytes is one vector:                                   p = 64 (k / 64) + 16 (k % 4) + k / 4 % 16
-//   4-bit: the low / high nibbles of each 16 code bytes:      p = 32 (k / 32) + 16 (k % 2) + k / 2 % 16
-//   3-bit: column order                                      p = k
+//     bytes is one vector:                                   p = 64 (k / 64) + 16 (k % 4) + k / 4 %
+//     16
+//   4-bit: the low / high nibbles of each 16 code bytes:      p = 32 (k / 32) + 16 (k % 2) + k / 2
+//   % 16 3-bit: column order                                      p = k
 inline size_t I8LayoutPositionArm(uint32_t code_bits, size_t k) {
   switch (code_bits) {
     case 2:
@@ -46,8 +47,8 @@ void AttendI8Neon(const I8Queries& q, const I8KvView& kv, const uint32_t* slots,
                   AttendExpfFn expf_array, float* scores, float* o);
 
 // dotprod (SDOT): requires CpuFeatures::dotprod.
-void CqGemmI8Dotprod(const CqMatrix& m, const I8Codebook& cb, const I8Acts& acts,
-                     size_t row_begin, size_t row_end, float* y, size_t ldy);
+void CqGemmI8Dotprod(const CqMatrix& m, const I8Codebook& cb, const I8Acts& acts, size_t row_begin,
+                     size_t row_end, float* y, size_t ldy);
 int32_t DotI8Dotprod(const int8_t* a, const int8_t* b, size_t n);
 void AttendI8Dotprod(const I8Queries& q, const I8KvView& kv, const uint32_t* slots, size_t count,
                      AttendExpfFn expf_array, float* scores, float* o);
