@@ -1,18 +1,25 @@
 #!/usr/bin/env bash
 # Cross-builds needle for 64-bit ARM (Debian's g++-aarch64-linux-gnu, cmake/toolchain-aarch64.cmake)
 # into build-aarch64/ and runs it under user-mode emulation (qemu-aarch64) on three CPU models:
-#   max         every extension qemu has (dotprod included): the tests below, all ISA tables
-#   cortex-a76  the Raspberry Pi 5's core (NEON + dotprod, no SVE / i8mm): the same tests
-#   cortex-a72  a core without SDOT (Raspberry Pi 4): detection must pick neon, kernel tests
-# The tests (Catch2 tags, in build-aarch64/tests/needle_tests): [kernels] (integer CQ gemm / gemv,
-# quantizers, int8 dot, attention, vmath, every table against the scalar reference bit for bit),
-# [quant] (FWHT per ISA, CQ codec), [libm] (the musl ports against the engine's own values),
-# [model] (the engine's first-step logits bit for bit, every ISA and thread count; official state
-# dumps: K/V codes, scales, rings), [session] / [golden] (whole turns: the engine's envelopes) and
-# [report]; then `needle verify --golden` on the three fixture models with --isa dotprod and neon.
-# Results on ARM must equal x86 bit for bit: the goldens are the same files. Exit 0 only if every
-# step passes. Prints each step's elapsed seconds. Installs what it needs with apt-get (as root or
-# with sudo): the cross compiler, qemu-user and the arm64 runtime of fmt, spdlog and OpenMP (multiarch).
+#   max         every extension qemu has (SDOT included): ISA detection (dotprod), [kernels]
+#               (integer CQ gemm / gemv, quantizers, int8 dot, attention, vmath: every table --
+#               scalar, neon, dotprod -- against the scalar reference bit for bit), [quant] (FWHT
+#               per ISA, CQ codec), [libm] (the musl ports against the engine's own values), [report],
+#               the engine's first-step logits bit for bit with every ISA and thread count (model
+#               tests), the engine's K/V codes, scales and rings after decoding with every ISA
+#               (official-state dumps), the session goldens on tiny (whole turns: the engine's
+#               envelopes)
+#   cortex-a76  the Raspberry Pi 5's core (NEON + dotprod, no SVE / i8mm): ISA detection (dotprod),
+#               [i8] + [attention] kernel tests, the official-state dumps with every ISA, and
+#               `needle verify --golden` on tiny and small with --isa dotprod and --isa neon
+#   cortex-a72  a core without SDOT (Raspberry Pi 4): detection must pick neon and refuse
+#               --isa dotprod; [i8] + [attention]; verify --golden tiny with neon
+# Results on ARM must equal x86 bit for bit: the goldens are the same files. Also checked: the
+# binary is AArch64, has the SDOT kernels, and libneedle.a has no fused multiply-add. Exit 0 only
+# if every step passes; prints each step's elapsed seconds. Installs what it needs with apt-get
+# (as root or with sudo): the cross compiler, qemu-user and the arm64 runtime of fmt, spdlog and
+# OpenMP (Debian multiarch); the host's header-only packages (CLI11, nlohmann-json, Catch2 v2)
+# serve both builds.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SUDO=""
@@ -70,59 +77,79 @@ else
   echo "test-aarch64: no SDOT in the binary (the dotprod kernels are missing)"
   exit 1
 fi
+# Bit-exact numerics: no fused multiply-add anywhere in the library (GCC contracts a * b + c by
+# default on AArch64; the library is built with -ffp-contract=off).
+fused=$(aarch64-linux-gnu-objdump -d "$BUILD/libneedle.a" | grep -cE $'\tf(mla|mls|madd|msub|nmadd|nmsub)\t' || true)
+echo "test-aarch64: fused multiply-adds in libneedle.a: $fused"
+[ "$fused" -eq 0 ] || exit 1
 
 QEMU=(qemu-aarch64)
 TESTS="$BUILD/tests/needle_tests"
-# Every test of these tags except the one that spawns the needle binary (a child process cannot
-# be an AArch64 executable without binfmt_misc, which this machine does not have).
-SPEC='[kernels],[quant],[libm],[report],[session],[golden],[model]~"needle verify passes tiny with its golden and fails a too-strict tolerance"'
+# What runs where (qemu is ~10x slower than native; the subset keeps the job within ~12 minutes).
+# Every table (scalar, neon, dotprod) is compared with the reference inside each test.
+ENGINE='official numerics: every ISA and thread count gives the engine*'
+STATE='official numerics: engine state identical with every ISA and 2 threads'
+SPEC_MAX="[kernels],[quant],[libm],[report],$ENGINE,$STATE,tiny\\, official numerics: the engine*"
+SPEC_MAX+=",small\\, official numerics: the engine*,session turns match the engine on tiny"
+SPEC_MAX+=",envelope keys come in the engine*"
+SPEC_A76="[i8],[attention],$STATE"
+SPEC_A72="[i8],[attention]"
 run_tests() {  # run_tests CPU SPEC: needle_tests under qemu; the summary, or the failures
   local log="$BUILD/needle_tests-$1.log"
-  if ! QEMU_CPU=$1 "${QEMU[@]}" "$TESTS" "$2" >"$log" 2>&1; then
-    tail -80 "$log"
+  if ! QEMU_CPU=$1 "${QEMU[@]}" "$TESTS" "$2" --durations yes >"$log" 2>&1; then
+    grep -v " s: " "$log" | tail -80
     echo "test-aarch64: needle_tests failed on -cpu $1 (whole log: $log)"
-    exit 1
+    return 1
   fi
-  tail -3 "$log"
+  echo "-cpu $1: $(grep -E '^(All tests passed|test cases)' "$log")"
 }
-verify_fixtures() {  # verify_fixtures CPU ISA: needle verify --golden on the three fixture models
-  local cpu=$1 isa=$2 m
-  for m in tiny small official; do
-    local model=tests/data/models/$m.cact
-    [ "$m" = official ] && model=tests/data/models/official-geometry.cact
-    out=$(QEMU_CPU=$cpu "${QEMU[@]}" "$BUILD/needle" verify "$model" \
-      --golden "tests/data/golden/$m/golden.json" --isa "$isa" -t 2)
-    echo "$out" | grep -E "^isa|official [0-9]+:|^PASS|^FAIL" | sed "s/^/  [$cpu $isa $m] /"
-    echo "$out" | grep -q "^isa *$isa " || { echo "test-aarch64: verify did not use $isa"; exit 1; }
-    echo "$out" | tail -1 | grep -qx PASS || { echo "test-aarch64: verify $m failed"; exit 1; }
-  done
+verify() {  # verify CPU ISA MODEL: needle verify --golden on a fixture model
+  local cpu=$1 isa=$2 m=$3 out
+  out=$(QEMU_CPU=$cpu "${QEMU[@]}" "$BUILD/needle" verify "tests/data/models/$m.cact" \
+    --golden "tests/data/golden/$m/golden.json" --isa "$isa" -t 2) || true
+  echo "$out" | grep -E "^isa|official [0-9]+:|^PASS|^FAIL" | sed "s/^/  [$cpu $isa $m] /"
+  echo "$out" | grep -q "^isa *$isa " || { echo "test-aarch64: verify did not use $isa"; return 1; }
+  echo "$out" | tail -1 | grep -qx PASS || { echo "test-aarch64: verify $m failed"; return 1; }
 }
 best_isa() {  # best_isa CPU: the table needle picks by itself on that CPU model
-  QEMU_CPU=$1 "${QEMU[@]}" "$BUILD/needle" verify tests/data/models/tiny.cact | awk '/^isa/{print $2}'
+  QEMU_CPU=$1 "${QEMU[@]}" "$BUILD/needle" verify tests/data/models/tiny.cact -t 1 |
+    awk '/^isa/{print $2}'
+}
+wait_all() {  # wait_all PID...: fails if any failed
+  local rc=0 pid
+  for pid in "$@"; do wait "$pid" || rc=1; done
+  return $rc
 }
 
-for cpu in max cortex-a76; do
-  step "qemu -cpu $cpu: needle_tests $SPEC"
+step "ISA detection per CPU model (cortex-a72 has no SDOT)"
+for cpu in max cortex-a76 cortex-a72; do
   best=$(best_isa "$cpu")
-  echo "test-aarch64: -cpu $cpu: best ISA $best"
-  [ "$best" = dotprod ] || { echo "test-aarch64: expected dotprod on $cpu"; exit 1; }
-  run_tests "$cpu" "$SPEC"
-  step "qemu -cpu $cpu: needle verify --golden (dotprod, neon)"
-  verify_fixtures "$cpu" dotprod
-  verify_fixtures "$cpu" neon
+  want=dotprod
+  [ "$cpu" = cortex-a72 ] && want=neon
+  echo "test-aarch64: -cpu $cpu: best ISA $best (expected $want)"
+  [ "$best" = "$want" ] || exit 1
 done
-
-step "qemu -cpu cortex-a72 (no SDOT): detection and kernel tests"
-best=$(best_isa cortex-a72)
-echo "test-aarch64: -cpu cortex-a72: best ISA $best"
-[ "$best" = neon ] || { echo "test-aarch64: expected neon on cortex-a72"; exit 1; }
 if QEMU_CPU=cortex-a72 "${QEMU[@]}" "$BUILD/needle" verify tests/data/models/tiny.cact \
   --isa dotprod >/dev/null 2>&1; then
   echo "test-aarch64: --isa dotprod accepted on a CPU without SDOT"
   exit 1
 fi
-run_tests cortex-a72 "[kernels],[quant]"
-verify_fixtures cortex-a72 neon
+
+# Two qemu processes at a time (two cores).
+step "needle_tests: -cpu max (${SPEC_MAX}) | -cpu cortex-a76 (${SPEC_A76})"
+run_tests max "$SPEC_MAX" &
+p1=$!
+run_tests cortex-a76 "$SPEC_A76" &
+p2=$!
+wait_all $p1 $p2
+
+step "needle_tests -cpu cortex-a72 (${SPEC_A72}) | needle verify --golden tiny, small (cortex-a76)"
+run_tests cortex-a72 "$SPEC_A72" &
+p1=$!
+(verify cortex-a76 dotprod tiny && verify cortex-a76 dotprod small && verify cortex-a76 neon tiny &&
+  verify cortex-a76 neon small && verify cortex-a72 neon tiny) &
+p2=$!
+wait_all $p1 $p2
 
 step "done"
 echo "test-aarch64: all passed in $(($(date +%s) - START)) s"
