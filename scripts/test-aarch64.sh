@@ -65,17 +65,19 @@ TEST_FILES="attention_i8;kernels_i8;kernels;libm;model;official_state;quant;repo
 cmake -S . -B "$BUILD" "${GEN[@]}" -DCMAKE_TOOLCHAIN_FILE=cmake/toolchain-aarch64.cmake \
   -DCMAKE_BUILD_TYPE=Release -DNEEDLE_WERROR=ON "-DNEEDLE_TEST_FILES=$TEST_FILES" >/dev/null
 cmake --build "$BUILD" -j "$(nproc)" --target needle needle_tests
-aarch64-linux-gnu-readelf -h "$BUILD/needle" | grep -q "AArch64" ||
+aarch64-linux-gnu-readelf -h "$BUILD/needle" | grep -c "AArch64" >/dev/null ||
   { echo "test-aarch64: not an AArch64 binary"; exit 1; }
 # Nothing x86 in the ARM objects, and SDOT only in the dotprod files: the baseline build must run
 # on any AArch64 CPU.
-if aarch64-linux-gnu-objdump -d "$BUILD/needle" | grep -q "sdot"; then
-  aarch64-linux-gnu-nm -C "$BUILD/needle" | grep -q "CqGemmI8Dotprod" ||
-    { echo "test-aarch64: SDOT without the dotprod kernels"; exit 1; }
-else
+# (grep -c reads all of objdump's output: grep -q would stop early and, with pipefail, fail it.)
+sdots=$(aarch64-linux-gnu-objdump -d "$BUILD/needle" | grep -c $'\tsdot\t' || true)
+echo "test-aarch64: SDOT instructions in needle: $sdots"
+if [ "$sdots" -eq 0 ]; then
   echo "test-aarch64: no SDOT in the binary (the dotprod kernels are missing)"
   exit 1
 fi
+aarch64-linux-gnu-nm -C "$BUILD/needle" | grep -c "CqGemmI8Dotprod" >/dev/null ||
+  { echo "test-aarch64: SDOT without the dotprod kernels"; exit 1; }
 # Bit-exact numerics: no fused multiply-add anywhere in the library (GCC contracts a * b + c by
 # default on AArch64; the library is built with -ffp-contract=off).
 fused=$(aarch64-linux-gnu-objdump -d "$BUILD/libneedle.a" | grep -cE $'\tf(mla|mls|madd|msub|nmadd|nmsub)\t' || true)
