@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/arm/kernels_arm.h"
 #include "kernels/cpu_features.h"
 #include "kernels/cq_int8.h"
 #include "kernels/dispatch.h"
@@ -46,6 +47,13 @@ std::vector<Variant> Variants() {
   // A test that only compares the reference with itself would pass vacuously.
   if (k::GetCpuFeatures().avx2 && k::GetCpuFeatures().fma && k::GetCpuFeatures().f16c)
     REQUIRE(out.size() >= 2);
+#endif
+#if defined(NEEDLE_ARM)
+  REQUIRE(out.size() >= 4);  // scalar and neon, each with both exponentials
+  if (k::GetCpuFeatures().dotprod) {
+    REQUIRE(out.size() >= 6);
+    REQUIRE(out.back().attend == &k::AttendI8Dotprod);
+  }
 #endif
   REQUIRE(out.front().name == "scalar");
   REQUIRE(out.front().attend == &k::AttendI8Reference);

@@ -74,8 +74,9 @@ void RunBench(const BenchArgs& a) {
   const bool progress =
       ::isatty(STDERR_FILENO) && a.output == "md" && !a.json && report::LogEnabled("info");
 
-  report::BenchWriter writer(report::ParseBenchFormat(a.json ? "json" : a.output),
-                             report::GetSystemInfo());
+  report::SystemInfo sys = report::GetSystemInfo();
+  sys.isas = kernels::AvailableIsas();
+  report::BenchWriter writer(report::ParseBenchFormat(a.json ? "json" : a.output), sys);
   auto emit = [](const std::string& text) {
     fmt::print("{}", text);
     std::fflush(stdout);
@@ -182,7 +183,8 @@ void RegisterBench(CLI::App& app) {
       ->capture_default_str()
       ->delimiter(',');
   cmd->add_option("--isa", a->isas,
-                  "Kernel ISAs to compare, e.g. scalar,avx2,avx512 (default: fastest)")
+                  "Kernel ISAs to compare, e.g. scalar,avx2,avx512 or scalar,neon,dotprod "
+                  "(default: fastest)")
       ->delimiter(',');
   cmd->add_option("-r,--repetitions", a->repetitions, "Measured repetitions per point")
       ->capture_default_str()

@@ -5,6 +5,8 @@
 
 #if defined(NEEDLE_X86)
 #include <cpuid.h>
+#elif defined(NEEDLE_ARM) && defined(__aarch64__) && defined(__linux__)
+#include <sys/auxv.h>
 #endif
 
 namespace needle::kernels {
@@ -54,6 +56,11 @@ CpuFeatures Detect() {
   CpuFeatures f;
 #if defined(NEEDLE_ARM) && defined(__aarch64__)
   f.neon = true;  // Advanced SIMD is mandatory on AArch64
+#if defined(__linux__)
+  // The kernel reports what EL0 may execute (Linux uapi asm/hwcap.h: HWCAP_ASIMDDP = 1 << 20).
+  constexpr unsigned long kHwcapAsimdDp = 1ul << 20;
+  f.dotprod = (getauxval(AT_HWCAP) & kHwcapAsimdDp) != 0;
+#endif
 #endif
   return f;
 }
@@ -64,9 +71,11 @@ Isa Best(const CpuFeatures& f) {
     if (f.avx512f && f.avx512bw && f.avx512vl && f.avx512dq) return Isa::kAvx512;
     return Isa::kAvx2;
   }
-  if (f.neon) return Isa::kNeon;
+  if (f.neon) return f.dotprod ? Isa::kDotprod : Isa::kNeon;
   return Isa::kScalar;
 }
+
+bool IsArmLevel(Isa isa) { return isa == Isa::kNeon || isa == Isa::kDotprod; }
 
 std::atomic<int> g_limit{-1};  // -1: no limit
 
@@ -83,6 +92,8 @@ const char* IsaName(Isa isa) {
       return "scalar";
     case Isa::kNeon:
       return "neon";
+    case Isa::kDotprod:
+      return "dotprod";
     case Isa::kAvx2:
       return "avx2";
     case Isa::kAvx512:
@@ -93,7 +104,7 @@ const char* IsaName(Isa isa) {
 
 std::optional<Isa> ParseIsa(std::string_view name) {
   if (name == "auto") return BestIsa();
-  for (Isa isa : {Isa::kScalar, Isa::kNeon, Isa::kAvx2, Isa::kAvx512}) {
+  for (Isa isa : {Isa::kScalar, Isa::kNeon, Isa::kDotprod, Isa::kAvx2, Isa::kAvx512}) {
     if (name == IsaName(isa)) return isa;
   }
   return std::nullopt;
@@ -104,13 +115,19 @@ Isa BestIsa() {
   return best;
 }
 
+bool IsaSupported(Isa isa) {
+  const Isa best = BestIsa();
+  if (isa == Isa::kScalar) return true;
+  return IsArmLevel(isa) == IsArmLevel(best) && isa <= best;
+}
+
 Isa ActiveIsa() {
   const int limit = g_limit.load(std::memory_order_relaxed);
   const Isa best = BestIsa();
   if (limit < 0 || limit >= static_cast<int>(best)) return best;
   const Isa limited = static_cast<Isa>(limit);
-  // NEON is not an x86 level: limiting an x86 CPU to it means scalar.
-  return limited == Isa::kNeon ? Isa::kScalar : limited;
+  // A level of the other architecture's family (NEON on x86, AVX2 below dotprod...) means scalar.
+  return IsArmLevel(limited) == IsArmLevel(best) ? limited : Isa::kScalar;
 }
 
 Isa SetIsaLimit(Isa isa) {

@@ -17,21 +17,28 @@ struct CpuFeatures {
   bool avx512vnni = false, avxvnni = false;
   // AVX512_VBMI (vpermb): used by the avx512 table's CQ gemm when present with AVX512_VNNI.
   bool avx512vbmi = false;
-  bool neon = false;
+  // AArch64: Advanced SIMD (mandatory) and the dot-product extension (SDOT/UDOT, ARMv8.2
+  // optional, ARMv8.4 mandatory; Linux HWCAP_ASIMDDP).
+  bool neon = false, dotprod = false;
 };
 
 // Detected once (thread-safe static); all false on CPUs / builds without support.
 const CpuFeatures& GetCpuFeatures();
 
-// ISA levels in increasing order. kAvx2 means AVX2 + FMA + F16C; kAvx512 means F, BW, VL, DQ
-// (plus kAvx2's sets).
-enum class Isa : int { kScalar = 0, kNeon = 1, kAvx2 = 2, kAvx512 = 3 };
+// ISA levels in increasing order within each architecture's family: x86 kAvx2 (AVX2 + FMA +
+// F16C) < kAvx512 (F, BW, VL, DQ plus kAvx2's sets); AArch64 kNeon (Advanced SIMD) < kDotprod
+// (plus SDOT). A level of the other family is never supported (IsaSupported).
+enum class Isa : int { kScalar = 0, kNeon = 1, kDotprod = 2, kAvx2 = 3, kAvx512 = 4 };
 
-const char* IsaName(Isa isa);                        // "scalar", "neon", "avx2", "avx512"
+// "scalar", "neon", "dotprod", "avx2", "avx512"
+const char* IsaName(Isa isa);
 std::optional<Isa> ParseIsa(std::string_view name);  // inverse of IsaName, plus "auto" -> best
 
 // The best ISA this CPU supports (among those compiled for this architecture).
 Isa BestIsa();
+
+// True if `isa` is scalar or a level of this build's family at or below BestIsa().
+bool IsaSupported(Isa isa);
 
 // The ISA kernels dispatch to: BestIsa(), or lower if limited by SetIsaLimit. Cheap (one relaxed
 // atomic load); kernels may call it per invocation.

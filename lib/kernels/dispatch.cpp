@@ -5,6 +5,9 @@
 #include "base/error.h"
 #include "kernels/cpu_features.h"
 #include "kernels/cq_int8_x86.h"
+#if defined(NEEDLE_ARM)
+#include "kernels/arm/kernels_arm.h"
+#endif
 
 namespace needle::kernels {
 
@@ -40,12 +43,26 @@ const KernelTable& Avx512Table() {
   return table;
 }
 #endif
+#if defined(NEEDLE_ARM)
+// Both ARM tables quantize activations into one layout (I8LayoutPositionArm); the f32 CQ product
+// is the scalar reference's for now.
+const KernelTable kNeon{"neon",         &CqGemmReference, &CqQuantizeI8Neon,
+                        &CqGemmI8Neon,  &DotI8Neon,       &ExpfArrayNeon,
+                        &LogfArrayNeon, &QuantizeI8Neon,  &AttendI8Neon};
+const KernelTable kDotprod{"dotprod",        &CqGemmReference, &CqQuantizeI8Neon,
+                           &CqGemmI8Dotprod, &DotI8Dotprod,    &ExpfArrayNeon,
+                           &LogfArrayNeon,   &QuantizeI8Neon,  &AttendI8Dotprod};
+#endif
 
 // The table for an ISA level this CPU supports.
 const KernelTable& TableFor(Isa isa) {
 #if defined(NEEDLE_X86)
   if (isa >= Isa::kAvx512) return Avx512Table();
   if (isa >= Isa::kAvx2) return kAvx2;
+#endif
+#if defined(NEEDLE_ARM)
+  if (isa == Isa::kDotprod) return kDotprod;
+  if (isa == Isa::kNeon) return kNeon;
 #endif
   (void)isa;
   return kScalar;
@@ -70,13 +87,18 @@ std::vector<std::string> AvailableIsas() {
   if (BestIsa() >= Isa::kAvx2) isas.push_back("avx2");
   if (BestIsa() >= Isa::kAvx512) isas.push_back("avx512");
 #endif
+#if defined(NEEDLE_ARM)
+  if (IsaSupported(Isa::kNeon)) isas.push_back("neon");
+  if (IsaSupported(Isa::kDotprod)) isas.push_back("dotprod");
+#endif
   return isas;
 }
 
 const KernelTable& KernelsFor(const std::string& isa) {
   const std::optional<Isa> level = ParseIsa(isa);
-  if (!level) Fail<UsageError>("--isa {}: unknown ISA (scalar, avx2, avx512, neon, auto)", isa);
-  if (*level > BestIsa())
+  if (!level)
+    Fail<UsageError>("--isa {}: unknown ISA (scalar, avx2, avx512, neon, dotprod, auto)", isa);
+  if (!IsaSupported(*level))
     Fail<UsageError>("--isa {}: not supported by this CPU or build (best: {})", isa,
                      IsaName(BestIsa()));
   return TableFor(*level);

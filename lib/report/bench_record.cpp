@@ -2,6 +2,7 @@
 #include "report/bench_record.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <cmath>
 #include <utility>
@@ -64,11 +65,13 @@ nlohmann::ordered_json ToJson(const BenchRecord& r) {
 namespace {
 
 nlohmann::ordered_json SystemJson(const SystemInfo& s) {
-  return {{"cpu", s.cpu_model},
-          {"logical_cores", s.logical_cores},
-          {"os", s.os},
-          {"compiler", s.compiler},
-          {"needle_version", s.version}};
+  nlohmann::ordered_json j = {{"cpu", s.cpu_model},
+                              {"logical_cores", s.logical_cores},
+                              {"os", s.os},
+                              {"compiler", s.compiler},
+                              {"needle_version", s.version}};
+  if (!s.isas.empty()) j["isas"] = s.isas;
+  return j;
 }
 
 std::string Dump(const nlohmann::ordered_json& j) {
