@@ -41,7 +41,7 @@ struct Case {
 
 }  // namespace
 
-TEST_CASE("run --batch: each envelope equals a single run's; bad lines give error objects",
+TEST_CASE("run --batch: each envelope equals a single run's and bad lines give error objects",
           "[cli][run][batch]") {
   const std::string model = ModelPath("small-crafted-0.8.cact");
   const std::string default_tools = std::string(NEEDLE_EXAMPLES_DIR) + "/tools.json";
@@ -156,7 +156,7 @@ TEST_CASE("run --batch: each envelope equals a single run's; bad lines give erro
   CHECK(json::parse(verbose.back().substr(debug.size()))["prefix_reused"] == true);
 }
 
-TEST_CASE("run --batch: only good lines exit 0; stdin; usage conflicts exit 2",
+TEST_CASE("run --batch: only good lines exit 0, stdin works, usage conflicts exit 2",
           "[cli][run][batch]") {
   const std::string model = ModelPath("tiny.cact");
   TempDir dir;

@@ -39,7 +39,7 @@ std::string FileSha256(const std::string& path) {
 
 }  // namespace
 
-TEST_CASE("--version names the version, a commit of this repository, compiler and ISAs",
+TEST_CASE("needle --version names the version, a commit of this repository, compiler and ISAs",
           "[cli][version]") {
   const CliResult r = RunCli({"--version"});
   REQUIRE(r.exit_code == 0);

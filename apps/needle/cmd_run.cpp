@@ -304,7 +304,8 @@ void RegisterRun(CLI::App& app) {
       ->default_val(256);
   a->threads.Attach(cmd);
   a->numerics.Attach(cmd);
-  cmd->add_option("--isa", a->isa, "Force a kernel ISA (scalar, avx2, avx512, neon, dotprod); default: fastest");
+  cmd->add_option("--isa", a->isa,
+                  "Force a kernel ISA (scalar, avx2, avx512, neon, dotprod); default: fastest");
   auto* print_prompt =
       cmd->add_flag("--print-prompt", a->print_prompt,
                     "Print the rendered prompt text and token ids, without running the model");
