@@ -26,13 +26,6 @@ std::string MaskTimings(const std::string& envelope) {
   return std::regex_replace(envelope, timings, "\"$1\":T");
 }
 
-std::vector<std::string> Lines(const std::string& text) {
-  std::vector<std::string> out;
-  std::istringstream in(text);
-  for (std::string line; std::getline(in, line);) out.push_back(line);
-  return out;
-}
-
 // One batch request and the single-run arguments that must give the same envelope.
 struct Case {
   std::string line;                 // the JSONL line

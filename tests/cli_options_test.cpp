@@ -19,13 +19,6 @@ using nlohmann::json;
 
 namespace {
 
-std::vector<std::string> Lines(const std::string& text) {
-  std::vector<std::string> out;
-  std::istringstream in(text);
-  for (std::string line; std::getline(in, line);) out.push_back(line);
-  return out;
-}
-
 // `needle` with an environment variable set.
 CliResult RunWithEnv(const std::string& assignment, std::vector<std::string> args) {
   args.insert(args.begin(), {assignment, NEEDLE_BINARY});

@@ -18,13 +18,6 @@ using nlohmann::json;
 
 namespace {
 
-std::vector<std::string> Lines(const std::string& text) {
-  std::vector<std::string> out;
-  std::istringstream in(text);
-  for (std::string line; std::getline(in, line);) out.push_back(line);
-  return out;
-}
-
 // The request line without its "expected" member, every other member as written.
 std::string WithoutExpected(const std::string& line) {
   const std::string minified = needle::text::StripJsonWhitespace(line);
