@@ -530,10 +530,156 @@ void GemvPairs(const Unpacker<kBits>& unpack, const GemmArgs& a, size_t row_end)
   }
 }
 
+#if defined(__AVX512VNNI__)
+// ---- Several tokens with VNNI (prefill GEMM): tokens in lanes ----
+//
+// Lane t of a vector is token t of a 16-token tile (one or two tiles per pass). Per row and
+// 128-group the row's weights are unpacked once (w + 128, layout order) into a small buffer; each
+// dword of it (4 weights) is broadcast and multiplied by the 4 activations at those layout
+// positions of 16 tokens (vpdpbusd: unsigned weights x signed activations), so every (row, token)
+// group dot ends in its own lane with no horizontal reduction: 32 vpdpbusd per row, group and
+// tile, each a full 64 multiply-adds. The exact 128 * sum(q) of each (token, group) is subtracted
+// at the end of the group, then each lane runs its f32 chain over the groups in order.
+
+constexpr size_t kLaneRows = 8;        // rows per tile (accumulators: rows x token tiles)
+constexpr size_t kLaneGroupBlock = 8;  // groups staged at a time (32 KB of activations)
+constexpr size_t kLaneQuads = kI8Group / 4;
+constexpr size_t kLaneMinTokens = 6;  // below this the row-tile gemm above is faster
+
+// The token tiles' data for one block of groups: quad i (layout positions 4i..4i+3) of token
+// lane l of tile h in a[g][i][h], the scale and 128 * sum(q) of each (group, token).
+struct LaneActs {
+  alignas(64) int32_t a[kLaneGroupBlock][kLaneQuads][2][kLanes];
+  alignas(64) float scale[kLaneGroupBlock][2][kLanes];
+  alignas(64) int32_t offset[kLaneGroupBlock][2][kLanes];
+};
+
+void StageLanes(const I8Acts& acts, size_t groups, size_t t0, size_t tokens, size_t g0, size_t g1,
+                LaneActs* la) {
+  for (size_t g = g0; g < g1; ++g) {
+    for (size_t l = 0; l < 2 * kLanes; ++l) {
+      const size_t h = l / kLanes, t = l % kLanes;
+      if (l >= tokens) {
+        for (size_t i = 0; i < kLaneQuads; ++i) la->a[g - g0][i][h][t] = 0;
+        la->scale[g - g0][h][t] = 0.f;
+        la->offset[g - g0][h][t] = 0;
+        continue;
+      }
+      const int8_t* q = acts.q + (t0 + l) * acts.in_pad + g * kI8Group;
+      int32_t sum = 0;
+      for (size_t i = 0; i < kLaneQuads; ++i) {
+        std::memcpy(&la->a[g - g0][i][h][t], q + 4 * i, 4);
+        sum += q[4 * i] + q[4 * i + 1] + q[4 * i + 2] + q[4 * i + 3];
+      }
+      la->scale[g - g0][h][t] = acts.scales[(t0 + l) * groups + g];
+      la->offset[g - g0][h][t] = 128 * sum;
+    }
+  }
+}
+
+// Rows [r0, r0 + rows) (rows <= kLaneRows; missing rows repeat the last one and are not stored)
+// against kTiles token tiles from t0 (`tokens` of them real), groups [g0, g1) of the chains
+// (resumed from y when g0 > 0).
+template <uint32_t kBits, size_t kTiles>
+void LaneTile(const Unpacker<kBits>& unpack, const GemmArgs& a, const LaneActs& la, size_t t0,
+              size_t tokens, size_t g0, size_t g1, size_t r0, size_t rows) {
+  constexpr size_t R = kLaneRows;
+  const CqMatrix& m = *a.m;
+  const uint8_t* codes[R];
+  const uint8_t* norms[R];
+  for (size_t r = 0; r < R; ++r) {
+    const size_t row = r0 + std::min(r, rows - 1);
+    codes[r] = m.codes + row * m.row_bytes;
+    norms[r] = m.norms + row * m.groups_per_row * 2;
+  }
+  // The chains, row-major; a token's R rows are gathered into one vector for y (stores of single
+  // floats at y's row stride were most of the time: that stride maps every token to few L1 sets).
+  alignas(64) float out[R][kTiles][kLanes];
+  auto y_at = [&](size_t l) { return a.y + (t0 + l) * a.ldy + (r0 - a.row_begin); };
+  const __m256i gather =
+      _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7),
+                         _mm256_set1_epi32(static_cast<int32_t>(kTiles * kLanes)));
+  const __mmask8 row_mask = static_cast<__mmask8>((1u << rows) - 1u);
+  static_assert(R == 8, "one 8-float vector per token");
+  if (g0 > 0) {
+    for (size_t l = 0; l < tokens; ++l)
+      _mm256_i32scatter_ps(&out[0][0][0] + l, gather, _mm256_maskz_loadu_ps(row_mask, y_at(l)), 4);
+  } else {
+    for (auto& row : out)
+      for (auto& v : row) _mm512_store_ps(v, _mm512_setzero_ps());
+  }
+  const __m512 cb = _mm512_set1_ps(a.cb_scale);
+  alignas(64) uint8_t w[R][kI8Group];
+  for (size_t g = g0; g < g1; ++g) {
+    for (size_t r = 0; r < R; ++r) {
+      GroupWeights gw;
+      unpack.Group(codes[r] + g * 16 * kBits, &gw);
+      _mm512_store_si512(w[r], gw.w[0]);
+      _mm512_store_si512(w[r] + 64, gw.w[1]);
+    }
+    __m512i acc[R][kTiles];
+    for (auto& row : acc)
+      for (__m512i& v : row) v = _mm512_setzero_si512();
+    const auto& quads = la.a[g - g0];
+    for (size_t i = 0; i < kLaneQuads; ++i) {
+      __m512i x[kTiles];
+      for (size_t h = 0; h < kTiles; ++h) x[h] = _mm512_load_si512(quads[i][h]);
+#pragma GCC unroll 8
+      for (size_t r = 0; r < R; ++r) {
+        int32_t word;
+        std::memcpy(&word, w[r] + 4 * i, 4);
+        const __m512i wv = _mm512_set1_epi32(word);
+        for (size_t h = 0; h < kTiles; ++h) acc[r][h] = _mm512_dpbusd_epi32(acc[r][h], wv, x[h]);
+      }
+    }
+    for (size_t h = 0; h < kTiles; ++h) {
+      const __m512i offset = _mm512_load_si512(la.offset[g - g0][h]);
+      const __m512 s = _mm512_load_ps(la.scale[g - g0][h]);
+      for (size_t r = 0; r < R; ++r) {
+        uint16_t half;
+        std::memcpy(&half, norms[r] + 2 * g, 2);
+        const __m512 norm = _mm512_set1_ps(_cvtsh_ss(half));
+        const __m512 dot = _mm512_cvtepi32_ps(_mm512_sub_epi32(acc[r][h], offset));
+        _mm512_store_ps(out[r][h],
+                        _mm512_add_ps(_mm512_mul_ps(norm, _mm512_mul_ps(cb, _mm512_mul_ps(s, dot))),
+                                      _mm512_load_ps(out[r][h])));
+      }
+    }
+  }
+  for (size_t l = 0; l < tokens; ++l)
+    _mm256_mask_storeu_ps(y_at(l), row_mask, _mm256_i32gather_ps(&out[0][0][0] + l, gather, 4));
+}
+
+template <uint32_t kBits>
+void GemmLanes(const Unpacker<kBits>& unpack, const GemmArgs& a, size_t row_end) {
+  const I8Acts& acts = *a.acts;
+  const size_t groups = a.m->groups_per_row;
+  LaneActs la;
+  for (size_t t0 = 0; t0 < acts.n; t0 += 2 * kLanes) {
+    const size_t tokens = std::min(acts.n - t0, 2 * kLanes);
+    for (size_t g0 = 0; g0 < groups; g0 += kLaneGroupBlock) {
+      const size_t g1 = std::min(groups, g0 + kLaneGroupBlock);
+      StageLanes(acts, groups, t0, tokens, g0, g1, &la);
+      for (size_t r0 = a.row_begin; r0 < row_end; r0 += kLaneRows) {
+        const size_t rows = std::min(kLaneRows, row_end - r0);
+        if (tokens > kLanes)
+          LaneTile<kBits, 2>(unpack, a, la, t0, tokens, g0, g1, r0, rows);
+        else
+          LaneTile<kBits, 1>(unpack, a, la, t0, tokens, g0, g1, r0, rows);
+      }
+    }
+  }
+}
+#endif
+
 template <uint32_t kBits>
 void GemmBits(const CqMatrix& m, const I8Codebook& cb, const I8Acts& acts, size_t row_begin,
               size_t row_end, float* y, size_t ldy) {
   const Unpacker<kBits> unpack(cb);
+#if defined(__AVX512VNNI__)
+  if (acts.n >= kLaneMinTokens)
+    return GemmLanes<kBits>(unpack, GemmArgs{&m, &acts, cb.scale, row_begin, y, ldy}, row_end);
+#endif
   if constexpr (kBits != 3) {
     if (acts.n == 1) {  // whole tiles of 16 rows by pairs of groups, the rest below
       const size_t full = row_begin + (row_end - row_begin) / kLanes * kLanes;
