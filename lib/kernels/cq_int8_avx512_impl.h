@@ -71,6 +71,12 @@ class Unpacker {
       alignas(64) uint8_t wide[64];
       for (size_t k = 0; k < 64; ++k) wide[k] = table[k % (size_t{1} << kCodeWidth)];
       table64_ = _mm512_load_si512(wide);
+      // 2-bit: tables that read crumb 1 or 2 of the 6-bit index, so a byte's crumbs 0..2 need
+      // no shift at all (crumb 3 is crumb 2 of the byte shifted right by 2).
+      for (size_t j = 1; j < 3; ++j) {
+        for (size_t k = 0; k < 64; ++k) wide[k] = table[(k >> (2 * j)) & 3];
+        crumb_table_[j - 1] = _mm512_load_si512(wide);
+      }
     }
   }
 
@@ -114,6 +120,16 @@ class Unpacker {
   // weights is unspecified) as the four vectors W_0..W_3 (w[0].w[0..1], w[1].w[0..1]).
   void Pair(const uint8_t* codes, bool second, GroupWeights* out) const {
     __m512i idx[4];
+    if constexpr (kBits == 2 && kVbmi) {
+#if defined(__AVX512VBMI__)
+      const __m512i c = second ? _mm512_loadu_si512(codes) : _mm512_maskz_loadu_epi64(0x0F, codes);
+      out[0].w[0] = _mm512_permutexvar_epi8(c, table64_);
+      out[0].w[1] = _mm512_permutexvar_epi8(c, crumb_table_[0]);
+      out[1].w[0] = _mm512_permutexvar_epi8(c, crumb_table_[1]);
+      out[1].w[1] = _mm512_permutexvar_epi8(_mm512_srli_epi16(c, 2), crumb_table_[1]);
+      return;
+#endif
+    }
     if constexpr (kBits == 2) {
       const __m512i c = second ? _mm512_loadu_si512(codes) : _mm512_maskz_loadu_epi64(0x0F, codes);
       const __m512i mask = _mm512_set1_epi8(3);
@@ -176,6 +192,7 @@ class Unpacker {
 
   __m512i table_, sign_;
   __m512i table64_ = _mm512_setzero_si512();  // VBMI only
+  __m512i crumb_table_[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};  // VBMI, 2-bit
 };
 
 // acc += int32 partial dots of one group's weights with 128 activations a (two 64-byte vectors).
