@@ -37,21 +37,51 @@ void ZcNorm(const float* x, const float* scale, size_t n, float eps, float* out)
   for (size_t i = 0; i < n; ++i) out[i] = r * (x[i] * (scale[i] + 1.0f));
 }
 
-void ZcNormRows(const float* x, const float* scale, size_t rows, size_t n, float eps, float* out) {
+void InvRmsRows(const float* x, size_t ldx, size_t rows, size_t n, float eps, float* inv) {
   constexpr size_t kBlock = 16;
   for (size_t r0 = 0; r0 < rows; r0 += kBlock) {
     const size_t m = std::min(kBlock, rows - r0);
     float ss[kBlock] = {};
-    const float* xr = x + r0 * n;
+    const float* xr = x + r0 * ldx;
     for (size_t i = 0; i < n; ++i)
-      for (size_t r = 0; r < m; ++r) ss[r] = ss[r] + xr[r * n + i] * xr[r * n + i];
+      for (size_t r = 0; r < m; ++r) ss[r] = ss[r] + xr[r * ldx + i] * xr[r * ldx + i];
+    for (size_t r = 0; r < m; ++r)
+      inv[r0 + r] = 1.0f / std::sqrt(ss[r] / static_cast<float>(n) + eps);
+  }
+}
+
+void RmsUnitRows(const float* x, size_t ldx, size_t rows, size_t n, float eps, float* out,
+                 size_t ldo) {
+  constexpr size_t kBlock = 16;
+  float inv[kBlock];
+  for (size_t r0 = 0; r0 < rows; r0 += kBlock) {
+    const size_t m = std::min(kBlock, rows - r0);
+    InvRmsRows(x + r0 * ldx, ldx, m, n, eps, inv);
     for (size_t r = 0; r < m; ++r) {
-      const float inv = 1.0f / std::sqrt(ss[r] / static_cast<float>(n) + eps);
-      const float* xi = xr + r * n;
-      float* o = out + (r0 + r) * n;
-      for (size_t i = 0; i < n; ++i) o[i] = inv * (xi[i] * (scale[i] + 1.0f));
+      const float* xi = x + (r0 + r) * ldx;
+      float* o = out + (r0 + r) * ldo;
+      for (size_t i = 0; i < n; ++i) o[i] = inv[r] * xi[i];
     }
   }
+}
+
+void ZcNormRowsStrided(const float* x, size_t ldx, const float* scale, size_t rows, size_t n,
+                       float eps, float* out, size_t ldo) {
+  constexpr size_t kBlock = 16;
+  float inv[kBlock];
+  for (size_t r0 = 0; r0 < rows; r0 += kBlock) {
+    const size_t m = std::min(kBlock, rows - r0);
+    InvRmsRows(x + r0 * ldx, ldx, m, n, eps, inv);
+    for (size_t r = 0; r < m; ++r) {
+      const float* xi = x + (r0 + r) * ldx;
+      float* o = out + (r0 + r) * ldo;
+      for (size_t i = 0; i < n; ++i) o[i] = inv[r] * (xi[i] * (scale[i] + 1.0f));
+    }
+  }
+}
+
+void ZcNormRows(const float* x, const float* scale, size_t rows, size_t n, float eps, float* out) {
+  ZcNormRowsStrided(x, n, scale, rows, n, eps, out, n);
 }
 
 void Softmax(float* x, size_t n) {

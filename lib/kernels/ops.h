@@ -30,6 +30,15 @@ void ZcNorm(const float* x, const float* scale, size_t n, float eps, float* out)
 // Each row's sum runs in its own order as in ZcNorm; the rows' sums are interleaved so their
 // dependency chains overlap (per-head norms: 12 chains of 64 instead of one of 768).
 void ZcNormRows(const float* x, const float* scale, size_t rows, size_t n, float eps, float* out);
+// inv[r] = InvRms(x + r * ldx, n, eps) for r < rows, the rows' sums interleaved as in ZcNormRows
+// (tokens of a prefill block: each its own sequential chain, 16 chains overlapping).
+void InvRmsRows(const float* x, size_t ldx, size_t rows, size_t n, float eps, float* inv);
+// RmsUnit / ZcNorm of `rows` rows with row strides ldx (input) and ldo (output; out may alias x
+// when ldo == ldx), through InvRmsRows.
+void RmsUnitRows(const float* x, size_t ldx, size_t rows, size_t n, float eps, float* out,
+                 size_t ldo);
+void ZcNormRowsStrided(const float* x, size_t ldx, const float* scale, size_t rows, size_t n,
+                       float eps, float* out, size_t ldo);
 // In-place softmax over n values (max-subtracted, musl expf, sequential sum).
 void Softmax(float* x, size_t n);
 // Log-sum-exp of n values with stride between values, as the engine's Sinkhorn: m = -1e30f,

@@ -434,6 +434,18 @@ void Decoder::ForTokens(size_t n, const Fn& fn) {
   pool_->Run(n, fn);
 }
 
+template <class Fn>
+void Decoder::ForTokenBlocks(size_t n, const Fn& fn) {
+  constexpr size_t kBlock = 16;
+  const size_t blocks = (n + kBlock - 1) / kBlock;
+  auto run = [&](size_t b) { fn(b * kBlock, std::min(n, (b + 1) * kBlock)); };
+  if (config_.threads <= 1 || blocks < 2) {
+    for (size_t b = 0; b < blocks; ++b) run(b);
+    return;
+  }
+  pool_->Run(blocks, run);
+}
+
 void Decoder::RunBlock(const int32_t* ids, size_t n, float* logits, size_t logits_from) {
   const format::Geometry& g = geometry_;
   const Weights& w = *w_;
@@ -474,7 +486,9 @@ void Decoder::RunBlock(const int32_t* ids, size_t n, float* logits, size_t logit
     const LayerWeights& lw = w.layers[li];
     const size_t lstar = li % nl;
     // mHC logits from nx = rms_unit(flatten(X)).
-    ForTokens(n, [&](size_t t) { kernels::RmsUnit(&lanes_[t * nd], nd, kEps, &nx_[t * nd]); });
+    ForTokenBlocks(n, [&](size_t t0, size_t t1) {
+      kernels::RmsUnitRows(&lanes_[t0 * nd], nd, t1 - t0, nd, kEps, &nx_[t0 * nd], nd);
+    });
     numerics_->MhcLogits(li, nx_.data(), n, coef_.data(), ncoef);
 
     const int site = g.engram_site_of_layer(static_cast<uint32_t>(li));
@@ -504,7 +518,10 @@ void Decoder::RunBlock(const int32_t* ids, size_t n, float* logits, size_t logit
       } else {
         std::memcpy(bx, u, d * 4);
       }
-      kernels::ZcNorm(bx, lw.norm_in.data(), d, kEps, &h_[t * d]);
+    });
+    ForTokenBlocks(n, [&](size_t t0, size_t t1) {
+      kernels::ZcNormRowsStrided(&bx_[t0 * d], d, lw.norm_in.data(), t1 - t0, d, kEps, &h_[t0 * d],
+                                 d);
     });
 
     // Attention: q, k, v, gate from the same input; per-head norms and RoPE; the path's KV.
@@ -530,16 +547,25 @@ void Decoder::RunBlock(const int32_t* ids, size_t n, float* logits, size_t logit
 
     const float attn_gate = kernels::Sigmoid(lw.attn_gate);
     const float apost = w.a_post[li], ares = w.a_res[li];
+    // x = sg * ZCN(a, post_norm) + bx; z = ZCN(x, pre_hada) (the norms' sums interleaved across
+    // the block's tokens).
+    ForTokenBlocks(n, [&](size_t t0, size_t t1) {
+      kernels::ZcNormRowsStrided(&a_[t0 * d], d, lw.post_norm.data(), t1 - t0, d, kEps, &a_[t0 * d],
+                                 d);
+      for (size_t t = t0; t < t1; ++t) {
+        const float* a = &a_[t * d];
+        const float* bx = &bx_[t * d];
+        float* x = &x_[t * d];
+        for (size_t i = 0; i < d; ++i) x[i] = attn_gate * a[i] + bx[i];
+      }
+      kernels::ZcNormRowsStrided(&x_[t0 * d], d, lw.pre_hada.data(), t1 - t0, d, kEps, &z_[t0 * hn],
+                                 hn);
+    });
     ForTokens(n, [&](size_t t) {
-      float* a = &a_[t * d];
-      kernels::ZcNorm(a, lw.post_norm.data(), d, kEps, a);
-      float* x = &x_[t * d];
-      const float* bx = &bx_[t * d];
-      for (size_t i = 0; i < d; ++i) x[i] = attn_gate * a[i] + bx[i];
+      const float* x = &x_[t * d];
       // Hadamard MLP: z = [ZCN(x) * d1, 0...]; WHT; t = (c_H * z) * d2; z = t / (expf(-t) + 1);
       // WHT; mlp = (c_H * z) * d3 (cropped to d).
       float* z = &z_[t * hn];
-      kernels::ZcNorm(x, lw.pre_hada.data(), d, kEps, z);
       for (size_t i = 0; i < d; ++i) z[i] = z[i] * lw.d1[i];
       std::fill(z + d, z + hn, 0.f);
       kernels::FwhtUnnormalized(z, hn);

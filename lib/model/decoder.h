@@ -142,6 +142,9 @@ class Decoder {
   void Sinkhorn(float* P, size_t n) const;
   template <class Fn>
   void ForTokens(size_t n, const Fn& fn);
+  // fn(t0, t1) for blocks of at most 16 tokens (row-interleaved norms), across the threads.
+  template <class Fn>
+  void ForTokenBlocks(size_t n, const Fn& fn);
   void Project(const kernels::CqMatrix& m, const float* x, size_t n, size_t ldx, size_t row_begin,
                size_t row_end, float* y, size_t ldy);
   KvRing Ring() const { return {config_.kv_window, sink_len_, capacity_}; }
