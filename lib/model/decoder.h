@@ -139,7 +139,7 @@ class Decoder {
   // Runs n <= max_batch tokens at positions position_.. (one forward call) and advances position_.
   void RunBlock(const int32_t* ids, size_t n, float* logits, size_t logits_from);
   void Engram(size_t site, const int32_t* ids, size_t n);
-  void Sinkhorn(float* P, size_t n) const;
+  void Sinkhorn(float* P, size_t n, size_t count, float* scratch) const;
   template <class Fn>
   void ForTokens(size_t n, const Fn& fn);
   // fn(t0, t1) for blocks of at most 16 tokens (row-interleaved norms), across the threads.
@@ -197,6 +197,8 @@ class Decoder {
   std::vector<float> eng_e_;                    // [B, engram_dim]
   std::vector<float> eng_kk_, eng_v_;           // [sites, B, d]
   std::vector<float> eng_vraw_;                 // [B, d]
+  std::vector<float> sink_p_;                   // [B, lanes * lanes] Sinkhorn matrices
+  std::vector<float> sink_scratch_;             // [B, lanes * lanes + 2 * lanes]
   std::vector<float> row_scratch_;              // [max in_pad] for row decoding
 };
 
