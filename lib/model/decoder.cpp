@@ -115,17 +115,25 @@ void Decoder::PoolCells(const int32_t* ids, const float* cells, size_t n, size_t
   if (config_.cell_log)
     for (size_t t = 0; t < n; ++t)
       config_.cell_log->insert(config_.cell_log->end(), cells + t * ld, cells + t * ld + d);
+  // The probes' dot chains are independent: run them interleaved (each still in order), a block
+  // of probes at a time, so their additions overlap instead of waiting on each other.
+  constexpr size_t kProbeBlock = 16;
+  float dots[kProbeBlock];
   for (size_t t = 0; t < n; ++t) {
     if (ids[t] == 0) continue;
     const float* cell = cells + t * ld;
     for (size_t k = 0; k < num_probes_; ++k) {
+      if (k % kProbeBlock == 0) {
+        const size_t m = std::min(kProbeBlock, num_probes_ - k);
+        const float* probes = &probes_[k * d];
+        for (size_t j = 0; j < m; ++j) dots[j] = 0.f;
+        for (size_t i = 0; i < d; ++i)
+          for (size_t j = 0; j < m; ++j) dots[j] = cell[i] * probes[j * d + i] + dots[j];
+      }
       float& max = pool_stats_[2 * k];
       float& sum = pool_stats_[2 * k + 1];
       float* acc = &pool_acc_[k * d];
-      const float* probe = &probes_[k * d];
-      float dot = 0.f;
-      for (size_t i = 0; i < d; ++i) dot = cell[i] * probe[i] + dot;
-      const float score = inv_sqrt_d_ * dot;
+      const float score = inv_sqrt_d_ * dots[k % kProbeBlock];
       if (score > max) {
         const float scale = max <= -1e30f ? 0.f : kernels::libm::Expf(max - score);
         for (size_t i = 0; i < d; ++i) acc[i] = scale * acc[i];
