@@ -456,8 +456,10 @@ double Session::CallTokenConfidence(const std::vector<uint8_t>& allowed,
   double sum = 0;
   for (int32_t id = 0; id < static_cast<int32_t>(logits_.size()); ++id)
     if (!masked(id)) sum += std::exp(double(logits_[id]) - m);
-  order_.resize(logits_.size());
-  for (int32_t id = 0; id < static_cast<int32_t>(order_.size()); ++id) order_[id] = id;
+  // Masked tokens are skipped by the walk without counting: leave them out of the sort.
+  order_.clear();
+  for (int32_t id = 0; id < static_cast<int32_t>(logits_.size()); ++id)
+    if (!masked(id)) order_.push_back(id);
   auto by_logit = [&](int32_t a, int32_t b) {
     return logits_[a] > logits_[b] || (logits_[a] == logits_[b] && a < b);
   };
