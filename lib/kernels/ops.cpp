@@ -37,16 +37,40 @@ void ZcNorm(const float* x, const float* scale, size_t n, float eps, float* out)
   for (size_t i = 0; i < n; ++i) out[i] = r * (x[i] * (scale[i] + 1.0f));
 }
 
+namespace {
+
+// ss[r] = sequential sum of squares of row r, for M rows at once (a fixed count, so the M chains
+// live in registers and overlap).
+template <size_t M>
+void SumSquaresRows(const float* x, size_t ldx, size_t n, float* out) {
+  float ss[M] = {};
+  for (size_t i = 0; i < n; ++i)
+    for (size_t r = 0; r < M; ++r) ss[r] = ss[r] + x[r * ldx + i] * x[r * ldx + i];
+  for (size_t r = 0; r < M; ++r) out[r] = ss[r];
+}
+
+}  // namespace
+
 void InvRmsRows(const float* x, size_t ldx, size_t rows, size_t n, float eps, float* inv) {
-  constexpr size_t kBlock = 16;
-  for (size_t r0 = 0; r0 < rows; r0 += kBlock) {
-    const size_t m = std::min(kBlock, rows - r0);
-    float ss[kBlock] = {};
-    const float* xr = x + r0 * ldx;
-    for (size_t i = 0; i < n; ++i)
-      for (size_t r = 0; r < m; ++r) ss[r] = ss[r] + xr[r * ldx + i] * xr[r * ldx + i];
+  size_t r0 = 0;
+  float ss[8];
+  auto finish = [&](size_t m) {
     for (size_t r = 0; r < m; ++r)
       inv[r0 + r] = 1.0f / std::sqrt(ss[r] / static_cast<float>(n) + eps);
+    r0 += m;
+  };
+  for (; rows - r0 >= 8; finish(8)) SumSquaresRows<8>(x + r0 * ldx, ldx, n, ss);
+  if (rows - r0 >= 4) {
+    SumSquaresRows<4>(x + r0 * ldx, ldx, n, ss);
+    finish(4);
+  }
+  if (rows - r0 >= 2) {
+    SumSquaresRows<2>(x + r0 * ldx, ldx, n, ss);
+    finish(2);
+  }
+  if (rows - r0 == 1) {
+    ss[0] = SumSquares(x + r0 * ldx, n);
+    finish(1);
   }
 }
 
