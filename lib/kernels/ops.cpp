@@ -171,4 +171,70 @@ void Axpy(float a, const float* x, float* y, size_t n) {
   for (size_t i = 0; i < n; ++i) y[i] += a * x[i];
 }
 
+// Vector clones of the element-wise chains: GCC / Clang emit one copy per target and an ifunc
+// resolver picks the best at load time. No reassociation is involved (each element is computed
+// on its own), and the library's -ffp-contract=off keeps multiplies and adds apart in every clone.
+#if defined(NEEDLE_X86) && defined(__GNUC__) && !defined(__SANITIZE_ADDRESS__) && \
+    !defined(__EMSCRIPTEN__)
+#define NEEDLE_VECTOR_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define NEEDLE_VECTOR_CLONES
+#endif
+
+NEEDLE_VECTOR_CLONES void LaneBlend(const float* h, const float* X, size_t lanes, size_t d,
+                                    float* u) {
+  for (size_t i = 0; i < d; ++i) u[i] = 0.f;
+  for (size_t j = 0; j < lanes; ++j) {
+    const float hj = h[j];
+    const float* Xj = X + j * d;
+    for (size_t i = 0; i < d; ++i) u[i] = hj * Xj[i] + u[i];
+  }
+}
+
+NEEDLE_VECTOR_CLONES void LaneMix(const float* y, const float* hpost, const float* P,
+                                  const float* X, size_t lanes, size_t d, float* out) {
+  for (size_t r = 0; r < lanes; ++r) {
+    float* dst = out + r * d;
+    const float hp = hpost[r];
+    for (size_t i = 0; i < d; ++i) dst[i] = y[i] * hp;
+    for (size_t b = 0; b < lanes; ++b) {
+      const float pw = P[r * lanes + b];
+      const float* Xb = X + b * d;
+      for (size_t i = 0; i < d; ++i) dst[i] = pw * Xb[i] + dst[i];
+    }
+  }
+}
+
+NEEDLE_VECTOR_CLONES void MulInto(float* z, const float* s, size_t n) {
+  for (size_t i = 0; i < n; ++i) z[i] = z[i] * s[i];
+}
+
+NEEDLE_VECTOR_CLONES void ScaleMulNeg(float* z, float c, const float* s, size_t n, float* neg) {
+  for (size_t i = 0; i < n; ++i) {
+    z[i] = (c * z[i]) * s[i];
+    neg[i] = -z[i];
+  }
+}
+
+NEEDLE_VECTOR_CLONES void DivOnePlus(float* z, const float* e, size_t n) {
+  for (size_t i = 0; i < n; ++i) z[i] = z[i] / (e[i] + 1.0f);
+}
+
+NEEDLE_VECTOR_CLONES void MlpOut(const float* x, const float* z, float c, const float* s,
+                                 const float* u, size_t n, float* y) {
+  for (size_t i = 0; i < n; ++i) y[i] = (x[i] + (c * z[i]) * s[i]) - u[i];
+}
+
+NEEDLE_VECTOR_CLONES void Negate(const float* x, size_t n, float* y) {
+  for (size_t i = 0; i < n; ++i) y[i] = -x[i];
+}
+
+NEEDLE_VECTOR_CLONES void GateMul(float* o, const float* e, size_t n) {
+  for (size_t i = 0; i < n; ++i) o[i] = o[i] * (1.0f / (e[i] + 1.0f));
+}
+
+NEEDLE_VECTOR_CLONES void AddScaled(float a, const float* x, const float* y, size_t n, float* out) {
+  for (size_t i = 0; i < n; ++i) out[i] = a * x[i] + y[i];
+}
+
 }  // namespace needle::kernels

@@ -59,4 +59,30 @@ void RopeRotate(float* h, size_t head_dim, const float* cos_sin);
 // y += a * x
 void Axpy(float a, const float* x, float* y, size_t n);
 
+// Element-wise chains of the layer (each element its own operations in the written order, so
+// every vector width gives the same bits). On x86 they are compiled for AVX-512, AVX2 and the
+// baseline and chosen when the program loads (the model code itself is built without ISA flags).
+// X, out: [lanes, d] lane-major.
+// LaneBlend: u = 0; u = h_j * X_j + u for j = 0 .. lanes-1.
+void LaneBlend(const float* h, const float* X, size_t lanes, size_t d, float* u);
+// LaneMix: out_r = y * hpost_r, then out_r = P[r * lanes + b] * X_b + out_r for b = 0 .. lanes-1.
+void LaneMix(const float* y, const float* hpost, const float* P, const float* X, size_t lanes,
+             size_t d, float* out);
+// The Hadamard MLP's element-wise steps (MODEL.md / NUMERICS.md §4.3.8):
+// MulInto: z_i = z_i * s_i.
+void MulInto(float* z, const float* s, size_t n);
+// ScaleMulNeg: z_i = (c * z_i) * s_i; neg_i = -z_i.
+void ScaleMulNeg(float* z, float c, const float* s, size_t n, float* neg);
+// DivOnePlus: z_i = z_i / (e_i + 1.0f).
+void DivOnePlus(float* z, const float* e, size_t n);
+// MlpOut: y_i = (x_i + (c * z_i) * s_i) - u_i.
+void MlpOut(const float* x, const float* z, float c, const float* s, const float* u, size_t n,
+            float* y);
+// Negate: y_i = -x_i.
+void Negate(const float* x, size_t n, float* y);
+// GateMul: o_i = o_i * (1.0f / (e_i + 1.0f))   (the attention gate, e = expf(-g)).
+void GateMul(float* o, const float* e, size_t n);
+// AddScaled: out_i = a * x_i + y_i.
+void AddScaled(float a, const float* x, const float* y, size_t n, float* out);
+
 }  // namespace needle::kernels

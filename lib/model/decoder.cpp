@@ -519,13 +519,11 @@ void Decoder::RunBlock(const int32_t* ids, size_t n, float* logits, size_t logit
       const float* X = &lanes_[t * nd];
       // u = seq-sum over lanes of h_pre_j * X_j, h_pre_j = σ((±4) + ((a_pre * logit_j) + b_pre_j)).
       float* u = &u_[t * d];
-      std::fill(u, u + d, 0.f);
-      for (size_t j = 0; j < nl; ++j) {
-        const float hpre = kernels::Sigmoid((j == lstar ? 4.0f : -4.0f) +
-                                            ((w.a_pre[li] * c[j]) + w.b_pre[li * nl + j]));
-        const float* Xj = X + j * d;
-        for (size_t i = 0; i < d; ++i) u[i] = hpre * Xj[i] + u[i];
-      }
+      float hpre[64];
+      for (size_t j = 0; j < nl; ++j)
+        hpre[j] = kernels::Sigmoid((j == lstar ? 4.0f : -4.0f) +
+                                   ((w.a_pre[li] * c[j]) + w.b_pre[li * nl + j]));
+      kernels::LaneBlend(hpre, X, nl, d, u);
       float* bx = &bx_[t * d];
       if (site >= 0) {
         // α = 1 / (expf(-dot / sqrtf(d)) + 1), dot = seq-sum(rms_unit(u)_i * rms_unit(kk)_i).
@@ -536,7 +534,7 @@ void Decoder::RunBlock(const int32_t* ids, size_t n, float* logits, size_t logit
         for (size_t i = 0; i < d; ++i) dot = dot + (ru * u[i]) * (rk * kk[i]);
         const float alpha =
             1.0f / (kernels::libm::Expf(-dot / std::sqrt(static_cast<float>(d))) + 1.0f);
-        for (size_t i = 0; i < d; ++i) bx[i] = alpha * v[i] + u[i];
+        kernels::AddScaled(alpha, v, u, d, bx);
       } else {
         std::memcpy(bx, u, d * 4);
       }
@@ -562,9 +560,9 @@ void Decoder::RunBlock(const int32_t* ids, size_t n, float* logits, size_t logit
     });
     numerics_->Attention(li, Ring(), position_, n, q_.data(), k_.data(), v_.data(), o_.data());
     // o = o * (1 / (expf(-g) + 1)), the exponentials as one array call.
-    for (size_t i = 0; i < n * ad; ++i) gate_[i] = -gate_[i];
+    kernels::Negate(gate_.data(), n * ad, gate_.data());
     kernels_->expf_array(gate_.data(), gate_.data(), n * ad);
-    for (size_t i = 0; i < n * ad; ++i) o_[i] = o_[i] * (1.0f / (gate_[i] + 1.0f));
+    kernels::GateMul(o_.data(), gate_.data(), n * ad);
     Project(lw.out_proj, o_.data(), n, ad, 0, d, a_.data(), d);
 
     const float attn_gate = kernels::Sigmoid(lw.attn_gate);
@@ -578,7 +576,7 @@ void Decoder::RunBlock(const int32_t* ids, size_t n, float* logits, size_t logit
         const float* a = &a_[t * d];
         const float* bx = &bx_[t * d];
         float* x = &x_[t * d];
-        for (size_t i = 0; i < d; ++i) x[i] = attn_gate * a[i] + bx[i];
+        kernels::AddScaled(attn_gate, a, bx, d, x);
       }
       kernels::ZcNormRowsStrided(&x_[t0 * d], d, lw.pre_hada.data(), t1 - t0, d, kEps, &z_[t0 * hn],
                                  hn);
@@ -588,21 +586,18 @@ void Decoder::RunBlock(const int32_t* ids, size_t n, float* logits, size_t logit
       // Hadamard MLP: z = [ZCN(x) * d1, 0...]; WHT; t = (c_H * z) * d2; z = t / (expf(-t) + 1);
       // WHT; mlp = (c_H * z) * d3 (cropped to d).
       float* z = &z_[t * hn];
-      for (size_t i = 0; i < d; ++i) z[i] = z[i] * lw.d1[i];
+      kernels::MulInto(z, lw.d1.data(), d);
       std::fill(z + d, z + hn, 0.f);
       kernels::FwhtUnnormalized(z, hn);
       float* e = &silu_[t * hn];
-      for (size_t i = 0; i < hn; ++i) {
-        z[i] = (c_hada * z[i]) * lw.d2[i];
-        e[i] = -z[i];
-      }
+      kernels::ScaleMulNeg(z, c_hada, lw.d2.data(), hn, e);
       kernels_->expf_array(e, e, hn);
-      for (size_t i = 0; i < hn; ++i) z[i] = z[i] / (e[i] + 1.0f);
+      kernels::DivOnePlus(z, e, hn);
       kernels::FwhtUnnormalized(z, hn);
       // y = (x + mlp) - u.
       float* y = &y_[t * d];
       const float* u = &u_[t * d];
-      for (size_t i = 0; i < d; ++i) y[i] = (x[i] + (c_hada * z[i]) * lw.d3[i]) - u[i];
+      kernels::MlpOut(x, z, c_hada, lw.d3.data(), u, d, y);
     });
 
     // Lane mixing: X'_a = seq-sum over b of P_ab * X_b, starting from y * h_post_a;
@@ -622,19 +617,14 @@ void Decoder::RunBlock(const int32_t* ids, size_t n, float* logits, size_t logit
       const float* y = &y_[t * d];
       const float* X = &lanes_[t * nd];
       float* Xn = &lanes_next_[t * nd];
+      float hpost[64];
       for (size_t r = 0; r < nl; ++r) {
         // h_post = s + s, s = σ((r == l* ? -0.0 : -4.0) + ((a_post * logit_r) + b_post_r)).
         const float sp = kernels::Sigmoid((r == lstar ? -0.0f : -4.0f) +
                                           ((apost * c[nl + r]) + w.b_post[li * nl + r]));
-        const float hpost = sp + sp;
-        float* dst = Xn + r * d;
-        for (size_t i = 0; i < d; ++i) dst[i] = y[i] * hpost;
-        for (size_t b = 0; b < nl; ++b) {
-          const float pw = P[r * nl + b];
-          const float* Xb = X + b * d;
-          for (size_t i = 0; i < d; ++i) dst[i] = pw * Xb[i] + dst[i];
-        }
+        hpost[r] = sp + sp;
       }
+      kernels::LaneMix(y, hpost, P, X, nl, d, Xn);
     });
     std::swap(lanes_, lanes_next_);
     if (num_probes_ > 0) {  // cell i+1: the lane mean after layer i
