@@ -74,8 +74,12 @@ void InvRmsRows(const float* x, size_t ldx, size_t rows, size_t n, float eps, fl
   }
 }
 
-void RmsUnitRows(const float* x, size_t ldx, size_t rows, size_t n, float eps, float* out,
-                 size_t ldo) {
+namespace {
+
+// RmsUnitRows (kScale false: inv * x_i) and ZcNormRowsStrided (inv * (x_i * (scale_i + 1.0f))).
+template <bool kScale>
+void NormRows(const float* x, size_t ldx, const float* scale, size_t rows, size_t n, float eps,
+              float* out, size_t ldo) {
   constexpr size_t kBlock = 16;
   float inv[kBlock];
   for (size_t r0 = 0; r0 < rows; r0 += kBlock) {
@@ -84,24 +88,26 @@ void RmsUnitRows(const float* x, size_t ldx, size_t rows, size_t n, float eps, f
     for (size_t r = 0; r < m; ++r) {
       const float* xi = x + (r0 + r) * ldx;
       float* o = out + (r0 + r) * ldo;
-      for (size_t i = 0; i < n; ++i) o[i] = inv[r] * xi[i];
+      for (size_t i = 0; i < n; ++i) {
+        if constexpr (kScale)
+          o[i] = inv[r] * (xi[i] * (scale[i] + 1.0f));
+        else
+          o[i] = inv[r] * xi[i];
+      }
     }
   }
 }
 
+}  // namespace
+
+void RmsUnitRows(const float* x, size_t ldx, size_t rows, size_t n, float eps, float* out,
+                 size_t ldo) {
+  NormRows<false>(x, ldx, nullptr, rows, n, eps, out, ldo);
+}
+
 void ZcNormRowsStrided(const float* x, size_t ldx, const float* scale, size_t rows, size_t n,
                        float eps, float* out, size_t ldo) {
-  constexpr size_t kBlock = 16;
-  float inv[kBlock];
-  for (size_t r0 = 0; r0 < rows; r0 += kBlock) {
-    const size_t m = std::min(kBlock, rows - r0);
-    InvRmsRows(x + r0 * ldx, ldx, m, n, eps, inv);
-    for (size_t r = 0; r < m; ++r) {
-      const float* xi = x + (r0 + r) * ldx;
-      float* o = out + (r0 + r) * ldo;
-      for (size_t i = 0; i < n; ++i) o[i] = inv[r] * (xi[i] * (scale[i] + 1.0f));
-    }
-  }
+  NormRows<true>(x, ldx, scale, rows, n, eps, out, ldo);
 }
 
 void ZcNormRows(const float* x, const float* scale, size_t rows, size_t n, float eps, float* out) {
