@@ -191,7 +191,7 @@ class Unpacker {
   }
 
   __m512i table_, sign_;
-  __m512i table64_ = _mm512_setzero_si512();  // VBMI only
+  __m512i table64_ = _mm512_setzero_si512();                                   // VBMI only
   __m512i crumb_table_[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};  // VBMI, 2-bit
 };
 

@@ -59,7 +59,10 @@ void InvRmsRows(const float* x, size_t ldx, size_t rows, size_t n, float eps, fl
       inv[r0 + r] = 1.0f / std::sqrt(ss[r] / static_cast<float>(n) + eps);
     r0 += m;
   };
-  for (; rows - r0 >= 8; finish(8)) SumSquaresRows<8>(x + r0 * ldx, ldx, n, ss);
+  while (rows - r0 >= 8) {
+    SumSquaresRows<8>(x + r0 * ldx, ldx, n, ss);
+    finish(8);
+  }
   if (rows - r0 >= 4) {
     SumSquaresRows<4>(x + r0 * ldx, ldx, n, ss);
     finish(4);
