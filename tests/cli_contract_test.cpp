@@ -164,6 +164,22 @@ TEST_CASE("options that would be ignored are refused with exit 2, naming the con
     args.push_back("hi");
     CheckUsageError(args, "run", {"--print-prompt"});
   }
+  // ... and -t / --numerics only when it retrieves tools (more than 5; the model runs then).
+  CheckUsageError({"run", tiny, "--print-prompt", "-t", "2", "hi"}, "run",
+                  {"--print-prompt", "-t/--threads"});
+  CheckUsageError({"run", tiny, "--print-prompt", "--numerics", "f32", "hi"}, "run",
+                  {"--print-prompt", "--numerics"});
+  {
+    std::string seven = "[";
+    for (int i = 0; i < 7; ++i)
+      seven += std::string(i ? "," : "") + R"({"name":"t)" + std::to_string(i) +
+               R"(","description":"Tool.","parameters":{}})";
+    std::ofstream(dir / "seven.json") << seven + "]";
+    const CliResult r = RunCli({"run", tiny, "--tools", dir / "seven.json", "--print-prompt", "-t",
+                                "2", "--numerics", "f32", "hi"});
+    INFO(r.err);
+    CHECK(r.exit_code == 0);
+  }
   CheckUsageError({"run", tiny, "--raw", "-v", "hi"}, "run", {"--raw", "--verbose"});
   CheckUsageError({"run", tiny, "--raw", "hi", "there"}, "run", {"--raw takes one query; got 2"});
   CheckUsageError({"run", tiny, "--print-prompt", "hi", "there"}, "run",

@@ -55,6 +55,8 @@ struct RunArgs {
   bool raw = false;
   bool verbose = false;
   bool trace = false;
+  // Given on the command line (not defaults): --print-prompt uses them only to retrieve tools.
+  bool threads_given = false, numerics_given = false;
 };
 
 // Checks the tools text (JSON, tool objects, string names, the schema keywords the grammar
@@ -79,8 +81,14 @@ void PrintPrompt(const format::CactFile& file, const RunArgs& a, const std::stri
   const text::Tokenizer tok = text::Tokenizer::FromCact(file);
   const text::PromptRenderer renderer(tok);
   std::string tools_text = text::RenderToolsText(tools_json);
-  if (!tools_text.empty() &&
-      text::ToolInventory(tools_text, "tools").size() > text::kMaxRenderedTools) {
+  const bool retrieves = !tools_text.empty() &&
+                         text::ToolInventory(tools_text, "tools").size() > text::kMaxRenderedTools;
+  if (!retrieves && (a.threads_given || a.numerics_given))
+    Fail<UsageError>(
+        "--print-prompt runs the model only to retrieve tools (more than {} tools), so {} would "
+        "be ignored",
+        text::kMaxRenderedTools, a.threads_given ? "-t/--threads" : "--numerics");
+  if (retrieves) {
     // Retrieval: the prompt shows the tools the first query retrieves (a model run).
     session::SessionConfig cfg;
     cfg.threads = a.threads.Resolve();
@@ -337,7 +345,11 @@ void RegisterRun(CLI::App& app) {
     print_prompt->excludes(unused);
   raw->excludes(verbose);
   KeepBracketedArguments(cmd);  // queries and tool results that are JSON arrays
-  cmd->callback([a] { Run(*a); });
+  cmd->callback([a, cmd] {
+    a->threads_given = cmd->count("--threads") > 0;
+    a->numerics_given = cmd->count("--numerics") > 0;
+    Run(*a);
+  });
 }
 
 }  // namespace needle::cli
