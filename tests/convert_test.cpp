@@ -611,19 +611,23 @@ TEST_CASE("CLI: dequant/requant/synth run - bad input gives one error line", "[c
             " --engram-slots 256 --seed 3 > /dev/null") == 0);
   CHECK(format::CactFile::Open(dir / "s.cact").geometry().d_model == 64);
 
-  auto one_error_line = [&](const std::string& args, const std::string& needle) {
+  // A usage error (exit 2) adds one line: the hint naming the subcommand's --help.
+  auto one_error_line = [&](const std::string& args, const std::string& needle,
+                            const std::string& usage_hint = "") {
     INFO(args);
     CHECK(Run(bin + " " + args + " > /dev/null 2> " + err) != 0);
     const auto b = FileBytes(err);
     const std::string text(b.begin(), b.end());
     CHECK(text.rfind("needle: error: ", 0) == 0);
-    CHECK(std::count(text.begin(), text.end(), '\n') == 1);
-    CHECK_THAT(text, Catch::Contains(needle));
+    const std::string first = text.substr(0, text.find('\n') + 1);
+    CHECK(std::count(first.begin(), first.end(), '\n') == 1);
+    CHECK(text.substr(first.size()) == (usage_hint.empty() ? "" : usage_hint + "\n"));
+    CHECK_THAT(first, Catch::Contains(needle));
   };
   one_error_line("dequant " + (dir / "nope.cact") + " " + (dir / "x"), "nope.cact: cannot open");
   one_error_line("requant " + (dir / "nothere") + " " + (dir / "x.cact"), "not a folder");
   one_error_line("requant " + (dir / "d") + " " + (dir / "x.cact") + " --bits-map embedding=4",
-                 "needs a default");
+                 "needs a default", "Run 'needle requant --help' for more information.");
   auto b = FileBytes(dir / "d/weights.safetensors");
   const uint64_t huge = 1ull << 40;
   std::memcpy(b.data(), &huge, 8);

@@ -8,6 +8,9 @@
 #include <catch2/catch.hpp>
 #include <cstring>
 #include <nlohmann/json.hpp>
+#include <regex>
+#include <string>
+#include <vector>
 
 #include "test_util.h"
 
@@ -50,13 +53,20 @@ CliResult RunShell(const std::string& command, const TempDir& dir) {
 }
 
 // The error contract: exit code, nothing on stdout, one line on stderr starting with
-// "needle: error: ", containing `needle` (and the file name when given).
+// "needle: error: ", containing `needle` (and the file name when given); a usage error (2) adds
+// one line, the hint "Run 'needle <subcommand> --help' for more information.".
 void CheckError(const CliResult& r, int code, const std::string& needle_text,
                 const std::string& file = "") {
   INFO("stderr: " << r.err);
   CHECK(r.exit_code == code);
   CHECK(r.out.empty());
-  CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+  CHECK(std::count(r.err.begin(), r.err.end(), '\n') == (code == 2 ? 2 : 1));
+  if (code == 2) {
+    const std::vector<std::string> lines = Lines(r.err);
+    REQUIRE(!lines.empty());
+    CHECK(std::regex_match(lines.back(),
+                           std::regex("Run 'needle [a-z]+ --help' for more information\\.")));
+  }
   CHECK(r.err.rfind("needle: error: ", 0) == 0);
   CHECK(r.err.find(needle_text) != std::string::npos);
   if (!file.empty()) CHECK(r.err.find(file) != std::string::npos);

@@ -40,9 +40,8 @@ TEST_CASE(
                                        "--system",
                                        o["system"].get<std::string>(),
                                        o["query"].get<std::string>(),
-                                       "--json",
-                                       "--raw"};
-      args.push_back("--print-prompt");
+                                       "--json"};
+      args.push_back("--print-prompt");  // (--print-prompt excludes --raw)
       CliResult r = RunCli(args);
       REQUIRE(r.exit_code == 0);
       const json p = json::parse(r.out);
@@ -50,7 +49,7 @@ TEST_CASE(
       CHECK(p["turn_ids"] == o["turn_ids"]);
 
       args.pop_back();
-      args.insert(args.end(), {"-n", "1"});
+      args.insert(args.end(), {"--raw", "-n", "1"});
       r = RunCli(args);
       REQUIRE(r.exit_code == 0);
       const json out = json::parse(r.out);
@@ -128,8 +127,8 @@ TEST_CASE("run takes a JSON-array tool result as written and gives the engine's 
   // CLI11 splits a bracketed argument of a vector option into items unless told not to: the tool
   // result `[{"status":"sent"}]` reached the model as `{"status":"sent"}` and the confidence of
   // the later turns moved (0.2725 instead of the engine's 0.2780).
-  const CliResult p =
-      RunCli({"run", ModelPath("small.cact"), "--print-prompt", "[a,b]", "[{\"x\":1}]"});
+  // (--print-prompt shows the first query only, so it takes one.)
+  const CliResult p = RunCli({"run", ModelPath("small.cact"), "--print-prompt", "[a,b]"});
   REQUIRE(p.exit_code == 0);
   CHECK(p.out.find("[a,b]<|im_end|>") != std::string::npos);
   // The session-v2 conversation with a tool result (TYPES tools, case 11) through `needle run`:

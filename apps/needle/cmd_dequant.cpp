@@ -1,6 +1,8 @@
 // needle dequant: .cact -> OUT_DIR/{weights.safetensors, config.json, source.cact}.
 #include <fmt/format.h>
 
+#include <filesystem>
+
 #include "commands.h"
 #include "convert/dequant.h"
 #include "options.h"
@@ -13,6 +15,7 @@ void RegisterDequant(CLI::App& app) {
   struct Args {
     std::string model, out_dir;
     convert::DequantOptions options;
+    OutputArgs output;
   };
   auto args = std::make_shared<Args>();
   AddModelPositional(cmd, &args->model);
@@ -20,8 +23,23 @@ void RegisterDequant(CLI::App& app) {
       ->type_name("OUT_DIR")
       ->required();
   cmd->add_flag("--force", args->options.force, "Replace an existing output folder");
+  args->output.Attach(cmd);
   cmd->callback([args] {
     const auto s = convert::Dequant(args->model, args->out_dir, args->options);
+    if (args->output.json) {
+      const std::filesystem::path dir(args->out_dir);
+      nlohmann::ordered_json j;
+      j["model"] = args->model;
+      j["out_dir"] = args->out_dir;
+      j["tensors"] = s.tensors;
+      j["files"] = {
+          {"weights", WrittenFileJson((dir / convert::kWeightsFile).string())},
+          {"config", WrittenFileJson((dir / convert::kConfigFile).string())},
+          {"source", WrittenFileJson((dir / convert::kSourceFile).string())},
+      };
+      PrintJsonLine(j);
+      return;
+    }
     fmt::print("{}: {} tensors as F32 ({} bytes of safetensors), source SHA-256 {}\n",
                args->out_dir, s.tensors, s.safetensors_bytes, s.source_sha256);
   });

@@ -3,6 +3,7 @@
 
 #include "commands.h"
 #include "convert/requant.h"
+#include "options.h"
 
 namespace needle::cli {
 
@@ -12,6 +13,7 @@ void RegisterRequant(CLI::App& app) {
   struct Args {
     std::string in_dir, out, bits_map;
     convert::RequantOptions options;
+    OutputArgs output;
   };
   auto args = std::make_shared<Args>();
   cmd->add_option("in_dir", args->in_dir, "Folder written by `needle dequant`")
@@ -22,9 +24,20 @@ void RegisterRequant(CLI::App& app) {
                   "CQ widths, e.g. embedding=4,mhc=4,default=2 (longest prefix wins); a CQ "
                   "tensor whose width changes is re-quantized");
   cmd->add_flag("--force", args->options.force, "Replace an existing output file");
+  args->output.Attach(cmd);
   cmd->callback([args] {
     if (!args->bits_map.empty()) args->options.bits_map = convert::BitsMap::Parse(args->bits_map);
     const auto s = convert::Requant(args->in_dir, args->out, args->options);
+    if (args->output.json) {
+      nlohmann::ordered_json j;
+      j["in_dir"] = args->in_dir;
+      j["output"] = WrittenFileJson(args->out);
+      j["tensors"] = s.kept + s.reencoded.size();
+      j["kept"] = s.kept;
+      j["reencoded"] = s.reencoded;
+      PrintJsonLine(j);
+      return;
+    }
     fmt::print("{}: {} tensors kept byte for byte, {} re-encoded{}{} ({} bytes)\n", args->out,
                s.kept, s.reencoded.size(), s.reencoded.empty() ? "" : ": ",
                fmt::join(s.reencoded, ", "), s.file_bytes);

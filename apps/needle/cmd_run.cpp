@@ -55,6 +55,8 @@ struct RunArgs {
   bool raw = false;
   bool verbose = false;
   bool trace = false;
+  // Given on the command line (not defaults): --print-prompt uses them only to retrieve tools.
+  bool threads_given = false, numerics_given = false;
 };
 
 // Checks the tools text (JSON, tool objects, string names, the schema keywords the grammar
@@ -79,8 +81,14 @@ void PrintPrompt(const format::CactFile& file, const RunArgs& a, const std::stri
   const text::Tokenizer tok = text::Tokenizer::FromCact(file);
   const text::PromptRenderer renderer(tok);
   std::string tools_text = text::RenderToolsText(tools_json);
-  if (!tools_text.empty() &&
-      text::ToolInventory(tools_text, "tools").size() > text::kMaxRenderedTools) {
+  const bool retrieves = !tools_text.empty() &&
+                         text::ToolInventory(tools_text, "tools").size() > text::kMaxRenderedTools;
+  if (!retrieves && (a.threads_given || a.numerics_given))
+    Fail<UsageError>(
+        "--print-prompt runs the model only to retrieve tools (more than {} tools), so {} would "
+        "be ignored",
+        text::kMaxRenderedTools, a.threads_given ? "-t/--threads" : "--numerics");
+  if (retrieves) {
     // Retrieval: the prompt shows the tools the first query retrieves (a model run).
     session::SessionConfig cfg;
     cfg.threads = a.threads.Resolve();
@@ -213,6 +221,11 @@ void Run(RunArgs& a) {
     if (!a.query_file.empty()) a.queries.insert(a.queries.begin(), ReadQueryFile(a.query_file));
     if (a.queries.empty())
       Fail<UsageError>("no query: give a QUERY argument, -f FILE or --batch FILE.jsonl");
+    if (a.queries.size() > 1 && (a.raw || a.print_prompt))
+      Fail<UsageError>(
+          "{} takes one query; got {} (more queries continue a conversation, which {} "
+          "does not run)",
+          a.raw ? "--raw" : "--print-prompt", a.queries.size(), a.raw ? "--raw" : "--print-prompt");
   }
   const std::string tools_json = a.tools_path.empty() ? std::string() : ReadTextInput(a.tools_path);
   ValidateTools(tools_json, a.tools_path);
@@ -297,15 +310,18 @@ void RegisterRun(CLI::App& app) {
   cmd->add_option("--tools", a->tools_path,
                   "Tools JSON file (an array of {name, description, parameters}); '-' = stdin");
   cmd->add_option("--system", a->system, "System prompt text");
-  cmd->add_option("--prefix-cache", a->prefix_cache,
-                  "Folder of persisted tools-prefix states: reuse the prefix of the same model, "
-                  "tools, system and numerics instead of prefilling it (written on a miss)");
-  cmd->add_option("-n,--max-tokens", a->max_tokens, "Token budget per reply (max_new_tokens)")
-      ->default_val(256);
+  auto* prefix_cache = cmd->add_option(
+      "--prefix-cache", a->prefix_cache,
+      "Folder of persisted tools-prefix states: reuse the prefix of the same model, "
+      "tools, system and numerics instead of prefilling it (written on a miss)");
+  auto* max_tokens =
+      cmd->add_option("-n,--max-tokens", a->max_tokens, "Token budget per reply (max_new_tokens)")
+          ->default_val(256);
   a->threads.Attach(cmd);
   a->numerics.Attach(cmd);
-  cmd->add_option("--isa", a->isa,
-                  "Force a kernel ISA (scalar, avx2, avx512, neon, dotprod); default: fastest");
+  auto* isa =
+      cmd->add_option("--isa", a->isa,
+                      "Force a kernel ISA (scalar, avx2, avx512, neon, dotprod); default: fastest");
   auto* print_prompt =
       cmd->add_flag("--print-prompt", a->print_prompt,
                     "Print the rendered prompt text and token ids, without running the model");
@@ -313,18 +329,27 @@ void RegisterRun(CLI::App& app) {
       cmd->add_flag("--raw", a->raw,
                     "Plain greedy decoding of the first query without the protocol; print the "
                     "text (with --json: ids, stop reason, timings)");
-  cmd->add_flag(
+  auto* trace = cmd->add_flag(
       "--trace", a->trace,
       "Log every decoding decision (top valid tokens, branching, grounding) on stderr (log "
       "level trace)");
-  cmd->add_flag(
+  auto* verbose = cmd->add_flag(
       "-v,--verbose", a->verbose,
       "Also log each turn's ids, generated text, budget use and Hc/Dc on stderr (log level "
       "debug)");
   a->output.Attach(cmd);
   batch->excludes(print_prompt)->excludes(raw)->excludes("--json");
+  // --print-prompt runs no decoding (nothing to budget, log or accelerate, no prefix state), and
+  // --raw logs no turn (-v's JSON lines are the protocol's).
+  for (CLI::Option* unused : {raw, max_tokens, prefix_cache, isa, trace, verbose})
+    print_prompt->excludes(unused);
+  raw->excludes(verbose);
   KeepBracketedArguments(cmd);  // queries and tool results that are JSON arrays
-  cmd->callback([a] { Run(*a); });
+  cmd->callback([a, cmd] {
+    a->threads_given = cmd->count("--threads") > 0;
+    a->numerics_given = cmd->count("--numerics") > 0;
+    Run(*a);
+  });
 }
 
 }  // namespace needle::cli

@@ -6,6 +6,7 @@
 #include "commands.h"
 #include "convert/synth.h"
 #include "format/cact.h"
+#include "options.h"
 
 namespace needle::cli {
 
@@ -22,6 +23,7 @@ void RegisterSynth(CLI::App& app) {
     int64_t kv_window = -1;
     std::vector<uint32_t> engram_sites, engram_orders;
     bool no_engram = false;
+    OutputArgs output;
   };
   auto a = std::make_shared<Args>();
   cmd->add_option("out", a->out, "Output model (.cact)")->required()->type_name("OUT.cact");
@@ -39,18 +41,23 @@ void RegisterSynth(CLI::App& app) {
   cmd->add_option("--layers", a->layers, "Override the number of layers");
   cmd->add_option("--head-dim", a->head_dim, "Override head_dim");
   cmd->add_option("--lanes", a->lanes, "Override the mHC lane count");
-  cmd->add_option("--engram-sites", a->engram_sites, "Engram site layers, e.g. 2,15")
-      ->delimiter(',');
-  cmd->add_flag("--no-engram", a->no_engram, "No engram sites");
-  cmd->add_option("--engram-orders", a->engram_orders, "Engram n-gram orders, e.g. 2,3")
-      ->delimiter(',');
-  cmd->add_option("--engram-heads", a->engram_heads, "Engram heads per order");
-  cmd->add_option("--engram-slots", a->engram_slots, "Engram slots per table");
-  cmd->add_option("--engram-sub-dim", a->engram_sub_dim, "Engram table row size");
+  auto* sites = cmd->add_option("--engram-sites", a->engram_sites, "Engram site layers, e.g. 2,15")
+                    ->delimiter(',');
+  auto* no_engram = cmd->add_flag("--no-engram", a->no_engram, "No engram sites");
+  auto* orders =
+      cmd->add_option("--engram-orders", a->engram_orders, "Engram n-gram orders, e.g. 2,3")
+          ->delimiter(',');
+  auto* engram_heads = cmd->add_option("--engram-heads", a->engram_heads, "Engram heads per order");
+  auto* slots = cmd->add_option("--engram-slots", a->engram_slots, "Engram slots per table");
+  auto* sub_dim = cmd->add_option("--engram-sub-dim", a->engram_sub_dim, "Engram table row size");
+  // Without engram sites no engram tensor is written: the engram shape options would be ignored.
+  for (CLI::Option* engram : {sites, orders, engram_heads, slots, sub_dim})
+    no_engram->excludes(engram);
   cmd->add_option("--kv-window", a->kv_window, "KV window written in the header (0 = budget)")
       ->check(CLI::Range(int64_t{0}, int64_t{UINT32_MAX}));
   cmd->add_flag("--no-heads", a->no_heads, "Leave out the probe heads");
   cmd->add_flag("--force", a->force, "Replace an existing output file");
+  a->output.Attach(cmd);
   cmd->callback([a] {
     convert::SynthOptions o;
     o.like = a->like;
@@ -81,6 +88,17 @@ void RegisterSynth(CLI::App& app) {
     g.engram_conv_dilation = max_order;  // the exporter's rule: dilation = largest order
     o.geometry = g;
     const auto s = convert::Synth(a->out, o);
+    if (a->output.json) {
+      nlohmann::ordered_json j;
+      j["output"] = WrittenFileJson(a->out);
+      j["like"] = a->like;
+      j["seed"] = a->seed;
+      j["bits_map"] = a->bits_map;
+      j["heads"] = o.heads;
+      j["tensors"] = s.tensors;
+      PrintJsonLine(j);
+      return;
+    }
     fmt::print("{}: {} tensors, {} bytes (seed {}, bits map {})\n", a->out, s.tensors, s.file_bytes,
                a->seed, a->bits_map);
   });

@@ -124,15 +124,21 @@ void RegisterTokenize(CLI::App& app) {
   auto* cmd =
       app.add_subcommand("tokenize", "Encode text with a model's tokenizer (ids and pieces)");
   AddModelPositional(cmd, &opt->model);
-  cmd->add_option("text", opt->text, "Text to encode; '-' or nothing reads standard input");
+  auto* text =
+      cmd->add_option("text", opt->text, "Text to encode; '-' or nothing reads standard input");
   cmd->add_flag("--no-dummy-prefix", opt->no_dummy,
                 "Do not prepend the dummy-prefix space (as the engine encodes a turn)");
-  cmd->add_flag("--json", opt->json, "Print one JSON object {\"ids\":[..],\"pieces\":[..]}");
-  cmd->add_flag("--batch", opt->batch,
-                "Read standard input, one text per line; print one JSON array of ids per line");
-  cmd->add_option("--bench", opt->bench,
-                  "Benchmark: encode FILE per line and as one text, print MB/s")
-      ->type_name("FILE");
+  auto* json =
+      cmd->add_flag("--json", opt->json, "Print one JSON object {\"ids\":[..],\"pieces\":[..]}");
+  auto* batch =
+      cmd->add_flag("--batch", opt->batch,
+                    "Read standard input, one text per line; print one JSON array of ids per line");
+  auto* bench = cmd->add_option("--bench", opt->bench,
+                                "Benchmark: encode FILE per line and as one text, print MB/s")
+                    ->type_name("FILE");
+  // --bench prints a throughput report and --batch JSON lines: neither has a TEXT or --json form.
+  bench->excludes(text)->excludes(json)->excludes(batch);
+  batch->excludes(json);
   cmd->callback([opt] {
     const auto file = format::CactFile::Open(opt->model);
     const auto tok = text::Tokenizer::FromCact(file);

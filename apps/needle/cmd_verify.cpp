@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
+#include "base/error.h"
 #include "commands.h"
 #include "format/cact.h"
 #include "format/sha256.h"
@@ -241,22 +242,32 @@ void RegisterVerify(CLI::App& app) {
   args->output.Attach(cmd);
   args->threads.Attach(cmd);
   args->numerics.Attach(cmd);
-  cmd->add_option("--golden", args->golden,
-                  "golden.json with reference/official entries (logit files next to it)")
-      ->check(CLI::ExistingFile);
+  auto* golden =
+      cmd->add_option("--golden", args->golden,
+                      "golden.json with reference/official entries (logit files next to it)")
+          ->check(CLI::ExistingFile);
   cmd->add_option("--isa", args->isa,
                   "Force a kernel ISA (scalar, avx2, avx512, neon, dotprod); default: fastest");
-  cmd->add_option("--max-abs", args->tol.reference_max_abs,
-                  "f32 numerics, reference entries: max |diff| of the last-position logits")
-      ->default_val(args->tol.reference_max_abs);
+  // The tolerances apply to golden entries only: without --golden they would be ignored.
+  auto* max_abs =
+      cmd->add_option("--max-abs", args->tol.reference_max_abs,
+                      "f32 numerics, reference entries: max |diff| of the last-position logits")
+          ->default_val(args->tol.reference_max_abs)
+          ->needs(golden);
   cmd->add_option("--near-tie", args->tol.near_tie,
                   "f32 numerics, reference entries: stored logits this close may swap in the top-5")
-      ->default_val(args->tol.near_tie);
+      ->default_val(args->tol.near_tie)
+      ->needs(golden);
   cmd->add_option("--min-cosine", args->tol.cross_cosine,
                   "Entries of the other path's reference (official numerics vs upstream f32, or "
                   "f32 vs the engine): minimum cosine (and the same top-1)")
-      ->default_val(args->tol.cross_cosine);
-  cmd->callback([args] {
+      ->default_val(args->tol.cross_cosine)
+      ->needs(golden);
+  cmd->callback([args, max_abs] {
+    if (max_abs->count() > 0 && args->numerics.numerics != "f32")
+      Fail<UsageError>(
+          "--max-abs applies to --numerics f32 only (official numerics must give the engine's "
+          "logits exactly and the reference's within --min-cosine)");
     const ordered_json j = Run(*args);
     if (args->output.json) {
       fmt::print("{}\n", j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace));

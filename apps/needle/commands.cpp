@@ -19,6 +19,7 @@ void RegisterAll(CLI::App& app) {
   RegisterDetokenize(app);
   RegisterRun(app);
   RegisterEval(app);
+  RegisterEmbed(app);
   RegisterVerify(app);
   RegisterBench(app);
 }

@@ -22,5 +22,6 @@ void RegisterVerify(CLI::App& app);
 void RegisterBench(CLI::App& app);
 void RegisterRun(CLI::App& app);
 void RegisterEval(CLI::App& app);
+void RegisterEmbed(CLI::App& app);
 
 }  // namespace needle::cli

@@ -16,6 +16,39 @@
 #include "report/log.h"
 #include "version.h"
 
+namespace {
+
+// The last line of every usage error: where to read how the command (or the subcommand being
+// parsed) is used.
+std::string UsageHint(const CLI::App& app) {
+  const std::vector<CLI::App*> parsed = app.get_subcommands();
+  const std::string command = parsed.empty() ? "needle" : "needle " + parsed.front()->get_name();
+  return fmt::format("Run '{} --help' for more information.", command);
+}
+
+// CLI11's message, or, for a first word that is no subcommand (CLI11: "A subcommand is
+// required"), one naming that word and the subcommands. CLI11 checks required arguments before
+// unexpected ones: an unexpected argument is named first (`needle run --bogus` is about --bogus).
+std::string ParseErrorMessage(const CLI::App& app, const CLI::ParseError& e) {
+  const std::vector<std::string> extra = app.remaining(true);
+  if (!app.get_subcommands().empty() && !extra.empty() &&
+      dynamic_cast<const CLI::RequiredError*>(&e) != nullptr)
+    return fmt::format("The following argument{} not expected: {} (and {})",
+                       extra.size() > 1 ? "s were" : " was", fmt::join(extra, " "), e.what());
+  if (app.get_subcommands().empty()) {
+    for (const std::string& word : app.remaining()) {
+      if (word.empty() || word.front() == '-') continue;
+      std::string names;
+      for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; }))
+        names += (names.empty() ? "" : ", ") + sub->get_name();
+      return fmt::format("'{}' is not a subcommand (one of: {})", word, names);
+    }
+  }
+  return e.what();
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   CLI::App app{"needle: inspect, convert, verify, run and benchmark Needle 2 (.cact) models"};
   app.require_subcommand(1);
@@ -53,11 +86,13 @@ int main(int argc, char** argv) {
     std::vector<std::string> args = needle::cli::ProtectBracketedArguments(app, argc, argv);
     app.parse(args);
   } catch (const CLI::ParseError& e) {
-    // CLI11 prints the message; its own codes (105, 106, ...) become the usage code 2.
-    const int code = app.exit(e);
-    return code == 0 ? 0 : static_cast<int>(needle::ErrorKind::kUsage);
+    if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
+    // CLI11's own codes (105, 106, ...) become the usage code 2.
+    fmt::print(stderr, "needle: error: {}\n{}\n", ParseErrorMessage(app, e), UsageHint(app));
+    return static_cast<int>(needle::ErrorKind::kUsage);
   } catch (const needle::Error& e) {
     fmt::print(stderr, "needle: error: {}\n", e.what());
+    if (e.kind() == needle::ErrorKind::kUsage) fmt::print(stderr, "{}\n", UsageHint(app));
     return static_cast<int>(e.kind());
   } catch (const std::exception& e) {
     fmt::print(stderr, "needle: internal error: {}\n", e.what());

@@ -1,6 +1,7 @@
 // Option groups.
 #include "options.h"
 
+#include <fmt/format.h>
 #include <omp.h>
 
 #include <algorithm>
@@ -8,6 +9,7 @@
 #include <iterator>
 
 #include "format/mapped_file.h"
+#include "format/sha256.h"
 
 namespace needle::cli {
 
@@ -24,6 +26,19 @@ void ModelArgs::Attach(CLI::App* cmd) {
 
 void OutputArgs::Attach(CLI::App* cmd) {
   cmd->add_flag("--json", json, "Print one JSON document on stdout (schema in README)");
+}
+
+nlohmann::ordered_json WrittenFileJson(const std::string& path) {
+  const format::MappedFile file(path, format::LoadMode::kMmap);
+  nlohmann::ordered_json j;
+  j["path"] = path;
+  j["bytes"] = file.bytes().size();
+  j["sha256"] = format::Sha256Hex(file.bytes());
+  return j;
+}
+
+void PrintJsonLine(const nlohmann::ordered_json& j) {
+  fmt::print("{}\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
 }
 
 void ThreadArgs::Attach(CLI::App* cmd) {

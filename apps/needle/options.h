@@ -3,6 +3,7 @@
 
 #include <CLI/CLI.hpp>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -23,6 +24,11 @@ struct OutputArgs {
   bool json = false;
   void Attach(CLI::App* cmd);
 };
+
+// {"path", "bytes", "sha256"} of a file this command wrote (read back from the disk).
+nlohmann::ordered_json WrittenFileJson(const std::string& path);
+// Prints `j` on stdout as one compact line (the --json contract).
+void PrintJsonLine(const nlohmann::ordered_json& j);
 
 // -t/--threads N (0 = all cores).
 struct ThreadArgs {

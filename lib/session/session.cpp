@@ -147,17 +147,12 @@ Session::Session(const format::CactFile& file, std::shared_ptr<const model::Mode
   system_ = std::string(system);
   declared_tools_ = inventory_.size();
   const auto& g = file_.geometry();
-  int contrastive_head = -1;
-  for (size_t h = 0; h < model_->weights().heads.size(); ++h) {
-    if (model_->weights().heads[h].kind == format::HeadKind::kConfidence)
-      confidence_head_ = static_cast<int>(h);
-    if (model_->weights().heads[h].kind == format::HeadKind::kContrastive)
-      contrastive_head = static_cast<int>(h);
-  }
+  confidence_head_ = FindHead(*model_, format::HeadKind::kConfidence);
   // More tools than the prompt shows: each user turn renders the 5 closest to the query (without
   // a contrastive head every tool stays in the prompt, as before).
-  retrieval_ = inventory_.size() > text::kMaxRenderedTools && contrastive_head >= 0;
-  if (retrieval_) InitRetrieval(static_cast<size_t>(contrastive_head));
+  retrieval_ = inventory_.size() > text::kMaxRenderedTools &&
+               FindHead(*model_, format::HeadKind::kContrastive) >= 0;
+  if (retrieval_) InitRetrieval();
   // With retrieval the fixed prefix is the BOS alone (needle_init returns 1, as the engine); each
   // user turn then feeds the rebuilt context again from position 0.
   prefix_ids_ = retrieval_ ? std::vector<int32_t>{renderer_.tokens().bos}
@@ -237,35 +232,19 @@ void Session::Reset() {
   said_.clear();
 }
 
-void Session::InitRetrieval(size_t contrastive_head) {
-  contrastive_head_ = contrastive_head;
+void Session::InitRetrieval() {
   all_tools_ = inventory_;
-  model::DecoderConfig ec;
-  ec.max_positions = file_.geometry().max_seq_len;
+  EmbedderConfig ec;
   ec.threads = config_.threads;
-  ec.path = config_.numerics;
+  ec.numerics = config_.numerics;
   ec.kernels = config_.kernels;
-  ec.pool_heads = true;
-  embed_decoder_ = std::make_unique<model::Decoder>(*model_, ec);
+  embedder_ = std::make_unique<ContrastiveEmbedder>(model_, tokenizer_, renderer_.tokens().bos, ec);
   tool_embeddings_.clear();
-  for (const std::string& tool : all_tools_) tool_embeddings_.push_back(Embed(tool));
-}
-
-std::vector<float> Session::Embed(std::string_view text) {
-  // [BOS] + the text with the dummy prefix, pooled into the contrastive head.
-  std::vector<int32_t> ids{renderer_.tokens().bos};
-  tokenizer_.EncodeAppend(text, tokenizer_.add_dummy_prefix(), &ids);
-  const size_t limit = file_.geometry().max_seq_len;
-  if (ids.size() > limit) ids.resize(limit);
-  embed_decoder_->Reset();
-  embed_decoder_->Prefill(ids, {});
-  std::vector<float> e(model_->weights().heads[contrastive_head_].out_dim);
-  embed_decoder_->HeadOutput(contrastive_head_, e);
-  return e;
+  for (const std::string& tool : all_tools_) tool_embeddings_.push_back(embedder_->Embed(tool));
 }
 
 std::vector<size_t> Session::RetrieveTools(std::string_view query) {
-  const std::vector<float> q = Embed(query);
+  const std::vector<float> q = embedder_->Embed(query);
   // Cosine similarity (the embeddings are L2-normalized); the top 5, in declaration order.
   std::vector<std::pair<float, size_t>> ranked;
   for (size_t i = 0; i < all_tools_.size(); ++i) {

@@ -17,6 +17,7 @@
 #include "format/cact.h"
 #include "grammar/call_grammar.h"
 #include "model/decoder.h"
+#include "session/embedder.h"
 #include "text/prompt.h"
 #include "text/tokenizer.h"
 
@@ -162,8 +163,7 @@ class Session {
   void Finish(TurnState& t, Reply* reply);
 
   // Tool retrieval (more than text::kMaxRenderedTools tools, PROTOCOL.md section 1).
-  void InitRetrieval(size_t contrastive_head);
-  std::vector<float> Embed(std::string_view text);  // contrastive-head embedding of [BOS] + text
+  void InitRetrieval();
   // Sets inventory_, tools_text_, grammar_ and prefix_ids_ to the tools retrieved for `query`;
   // false (nothing changed) when not `fresh` and the selection equals the current one.
   bool SelectTools(std::string_view query, bool fresh);
@@ -200,10 +200,9 @@ class Session {
   std::string system_;
   size_t declared_tools_ = 0;  // tools given (inventory_ holds the rendered ones)
   bool retrieval_ = false;
-  size_t contrastive_head_ = 0;
   std::vector<std::string> all_tools_;               // declared tools, minified, in order
   std::vector<std::vector<float>> tool_embeddings_;  // [tool][out_dim]
-  std::unique_ptr<model::Decoder> embed_decoder_;    // window-less, pooling
+  std::unique_ptr<ContrastiveEmbedder> embedder_;
   std::vector<size_t> chosen_;    // indices into all_tools_ of the rendered tools
   std::vector<int32_t> history_;  // every earlier turn after the prefix, as fed (re-prefilled
                                   // by retrieval, re-forwarded by the confidence rescore)

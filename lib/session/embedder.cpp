@@ -1,0 +1,47 @@
+// Contrastive-head text embeddings (see embedder.h).
+#include "session/embedder.h"
+
+#include "base/error.h"
+
+namespace needle::session {
+
+int FindHead(const model::Model& model, format::HeadKind kind) {
+  const auto& heads = model.weights().heads;
+  for (size_t h = 0; h < heads.size(); ++h)
+    if (heads[h].kind == kind) return static_cast<int>(h);
+  return -1;
+}
+
+ContrastiveEmbedder::ContrastiveEmbedder(std::shared_ptr<const model::Model> model,
+                                         const text::Tokenizer& tokenizer, int32_t bos,
+                                         const EmbedderConfig& config)
+    : model_(std::move(model)), tokenizer_(tokenizer), bos_(bos) {
+  const int head = FindHead(*model_, format::HeadKind::kContrastive);
+  if (head < 0)
+    Fail<InvalidInput>("{}: the model has no contrastive head (embeddings need one)",
+                       model_->file().path());
+  head_ = static_cast<size_t>(head);
+  model::DecoderConfig dc;
+  dc.max_positions = model_->file().geometry().max_seq_len;
+  dc.threads = config.threads;
+  dc.path = config.numerics;
+  dc.kernels = config.kernels;
+  dc.pool_heads = true;
+  decoder_ = std::make_unique<model::Decoder>(*model_, dc);
+}
+
+size_t ContrastiveEmbedder::dim() const { return model_->weights().heads[head_].out_dim; }
+
+std::vector<float> ContrastiveEmbedder::Embed(std::string_view text) {
+  std::vector<int32_t> ids{bos_};
+  tokenizer_.EncodeAppend(text, tokenizer_.add_dummy_prefix(), &ids);
+  const size_t limit = model_->file().geometry().max_seq_len;
+  if (ids.size() > limit) ids.resize(limit);
+  decoder_->Reset();
+  decoder_->Prefill(ids, {});
+  std::vector<float> e(dim());
+  decoder_->HeadOutput(head_, e);
+  return e;
+}
+
+}  // namespace needle::session

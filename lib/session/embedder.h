@@ -1,0 +1,45 @@
+// The contrastive probe head as a text embedding, as tool retrieval uses it (PROTOCOL.md section
+// 1): [BOS] + the text (with the tokenizer's dummy prefix, cut to max_seq_len) prefilled on a
+// window-less decoder that pools every cell into the heads; the head's L2-normalized output.
+// Retrieval embeds each declared tool (its minified JSON, text::ToolInventory) and each query this
+// way and ranks tools by dot product. Not thread-safe (one decoder).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string_view>
+#include <vector>
+
+#include "model/decoder.h"
+#include "text/tokenizer.h"
+
+namespace needle::session {
+
+// Index into Weights::heads of the model's first head of `kind`; -1 when it has none.
+int FindHead(const model::Model& model, format::HeadKind kind);
+
+struct EmbedderConfig {
+  int threads = 1;
+  model::NumericPath numerics = model::NumericPath::kOfficial;
+  const kernels::KernelTable* kernels = nullptr;  // nullptr = kernels::ActiveKernels()
+};
+
+class ContrastiveEmbedder {
+ public:
+  // `tokenizer` must outlive the embedder. Throws InvalidInput when the model has no contrastive
+  // head.
+  ContrastiveEmbedder(std::shared_ptr<const model::Model> model, const text::Tokenizer& tokenizer,
+                      int32_t bos, const EmbedderConfig& config);
+  std::vector<float> Embed(std::string_view text);  // dim() values, L2-normalized
+  size_t dim() const;
+
+ private:
+  std::shared_ptr<const model::Model> model_;
+  const text::Tokenizer& tokenizer_;
+  int32_t bos_;
+  size_t head_ = 0;
+  std::unique_ptr<model::Decoder> decoder_;  // window-less, pooling
+};
+
+}  // namespace needle::session
