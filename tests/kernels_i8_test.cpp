@@ -64,6 +64,9 @@ void RequireFastVariants(const std::vector<Variant>& variants) {
   if (k::GetCpuFeatures().avx2 && k::GetCpuFeatures().fma && k::GetCpuFeatures().f16c)
     REQUIRE(variants.size() >= 2);
 #endif
+#if defined(NEEDLE_WASM)
+  REQUIRE(variants.size() == 2);  // scalar and simd128
+#endif
   REQUIRE(variants.front().name == "scalar");
 }
 

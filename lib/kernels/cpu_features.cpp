@@ -60,12 +60,17 @@ CpuFeatures Detect() {
 #endif
 
 Isa Best(const CpuFeatures& f) {
+#if defined(NEEDLE_WASM)
+  (void)f;
+  return Isa::kSimd128;
+#else
   if (f.avx2 && f.fma && f.f16c) {
     if (f.avx512f && f.avx512bw && f.avx512vl && f.avx512dq) return Isa::kAvx512;
     return Isa::kAvx2;
   }
   if (f.neon) return Isa::kNeon;
   return Isa::kScalar;
+#endif
 }
 
 std::atomic<int> g_limit{-1};  // -1: no limit
@@ -83,6 +88,8 @@ const char* IsaName(Isa isa) {
       return "scalar";
     case Isa::kNeon:
       return "neon";
+    case Isa::kSimd128:
+      return "simd128";
     case Isa::kAvx2:
       return "avx2";
     case Isa::kAvx512:
@@ -93,7 +100,7 @@ const char* IsaName(Isa isa) {
 
 std::optional<Isa> ParseIsa(std::string_view name) {
   if (name == "auto") return BestIsa();
-  for (Isa isa : {Isa::kScalar, Isa::kNeon, Isa::kAvx2, Isa::kAvx512}) {
+  for (Isa isa : {Isa::kScalar, Isa::kNeon, Isa::kSimd128, Isa::kAvx2, Isa::kAvx512}) {
     if (name == IsaName(isa)) return isa;
   }
   return std::nullopt;
@@ -104,13 +111,22 @@ Isa BestIsa() {
   return best;
 }
 
+bool IsaOfThisBuild(Isa isa) {
+#if defined(NEEDLE_WASM)
+  return isa == Isa::kScalar || isa == Isa::kSimd128;
+#else
+  return isa != Isa::kSimd128;
+#endif
+}
+
 Isa ActiveIsa() {
   const int limit = g_limit.load(std::memory_order_relaxed);
   const Isa best = BestIsa();
   if (limit < 0 || limit >= static_cast<int>(best)) return best;
   const Isa limited = static_cast<Isa>(limit);
-  // NEON is not an x86 level: limiting an x86 CPU to it means scalar.
-  return limited == Isa::kNeon ? Isa::kScalar : limited;
+  // NEON is not an x86 level, nor any level of another build's family: limiting to it means
+  // scalar.
+  return limited == Isa::kNeon || !IsaOfThisBuild(limited) ? Isa::kScalar : limited;
 }
 
 Isa SetIsaLimit(Isa isa) {

@@ -24,14 +24,19 @@ struct CpuFeatures {
 const CpuFeatures& GetCpuFeatures();
 
 // ISA levels in increasing order. kAvx2 means AVX2 + FMA + F16C; kAvx512 means F, BW, VL, DQ
-// (plus kAvx2's sets).
-enum class Isa : int { kScalar = 0, kNeon = 1, kAvx2 = 2, kAvx512 = 3 };
+// (plus kAvx2's sets). kSimd128 is WebAssembly SIMD128: only wasm builds have it (and always
+// do: the module is compiled with -msimd128), and they have no other level but kScalar.
+enum class Isa : int { kScalar = 0, kNeon = 1, kSimd128 = 2, kAvx2 = 3, kAvx512 = 4 };
 
-const char* IsaName(Isa isa);                        // "scalar", "neon", "avx2", "avx512"
+const char* IsaName(Isa isa);  // "scalar", "neon", "simd128", "avx2", "avx512"
 std::optional<Isa> ParseIsa(std::string_view name);  // inverse of IsaName, plus "auto" -> best
 
 // The best ISA this CPU supports (among those compiled for this architecture).
 Isa BestIsa();
+
+// False for a level of another architecture family than this build's (x86 levels in a wasm
+// build, kSimd128 in a native one), whatever its rank.
+bool IsaOfThisBuild(Isa isa);
 
 // The ISA kernels dispatch to: BestIsa(), or lower if limited by SetIsaLimit. Cheap (one relaxed
 // atomic load); kernels may call it per invocation.

@@ -5,6 +5,7 @@
 #include "base/error.h"
 #include "kernels/cpu_features.h"
 #include "kernels/cq_int8_x86.h"
+#include "kernels/simd128.h"
 
 namespace needle::kernels {
 
@@ -40,9 +41,18 @@ const KernelTable& Avx512Table() {
   return table;
 }
 #endif
+#if defined(NEEDLE_WASM)
+// The f32 path and the libm arrays keep the scalar code here.
+const KernelTable kSimd128{"simd128",         &CqGemmReference,   &CqQuantizeI8Simd128,
+                           &CqGemmI8Simd128,  &DotI8Simd128,      &ExpfArrayReference,
+                           &LogfArrayReference, &QuantizeI8Simd128, &AttendI8Simd128};
+#endif
 
 // The table for an ISA level this CPU supports.
 const KernelTable& TableFor(Isa isa) {
+#if defined(NEEDLE_WASM)
+  if (isa == Isa::kSimd128) return kSimd128;
+#endif
 #if defined(NEEDLE_X86)
   if (isa >= Isa::kAvx512) return Avx512Table();
   if (isa >= Isa::kAvx2) return kAvx2;
@@ -61,13 +71,17 @@ std::vector<std::string> AvailableIsas() {
   if (BestIsa() >= Isa::kAvx2) isas.push_back("avx2");
   if (BestIsa() >= Isa::kAvx512) isas.push_back("avx512");
 #endif
+#if defined(NEEDLE_WASM)
+  isas.push_back("simd128");
+#endif
   return isas;
 }
 
 const KernelTable& KernelsFor(const std::string& isa) {
   const std::optional<Isa> level = ParseIsa(isa);
-  if (!level) Fail<UsageError>("--isa {}: unknown ISA (scalar, avx2, avx512, neon, auto)", isa);
-  if (*level > BestIsa())
+  if (!level)
+    Fail<UsageError>("--isa {}: unknown ISA (scalar, avx2, avx512, neon, simd128, auto)", isa);
+  if (*level > BestIsa() || !IsaOfThisBuild(*level))
     Fail<UsageError>("--isa {}: not supported by this CPU or build (best: {})", isa,
                      IsaName(BestIsa()));
   return TableFor(*level);

@@ -1,0 +1,521 @@
+// WASM SIMD128 integer CQ kernels (cq_int8.h): activation quantizers, gemv / gemm and int8 dot.
+// Bit-exact with the scalar references (cq_int8.cpp): the quantizers perform the reference's float
+// operations on every element, 4 at a time; the group dots are exact int32 (int8 values widened to
+// int16, multiplied and pair-summed by i32x4.dot_i16x8_s); each output's f32 chain runs over the
+// groups in order:
+//   acc = norm_g * (cb_scale * (s_g * (float)I_g)) + acc
+// Built with -ffp-contract=off (and wasm has no fused multiply-add anyway).
+//
+// Activations use the x86 layout (I8LayoutPositionX86), so one 16-byte block of positions is what
+// one i8x16.swizzle of shifted / masked code bytes yields:
+//   2-bit: block 2j + h = crumb j of code bytes 16h..16h+15
+//   4-bit: block o < 4  = low nibbles of code bytes 16o..16o+15, block 4 + o their high nibbles
+//   3-bit: block o < 4  = codes 0..3 of chunks 4o..4o+3 (3 bytes each), block 4 + o codes 4..7
+#include <wasm_simd128.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "base/fp16.h"
+#include "kernels/cq_int8.h"
+#include "kernels/cq_int8_x86.h"
+#include "kernels/simd128.h"
+
+namespace needle::kernels {
+
+namespace {
+
+constexpr size_t kBlocks = kI8Group / 16;  // 16-byte blocks per group
+// Groups whose int16 activations are staged at a time: gemv (one token), gemm (up to 8 tokens).
+// Longer rows are walked in blocks, the chains resumed from y (an f32 store and reload is exact).
+constexpr size_t kGemvGroupBlock = 64;
+constexpr size_t kGemmGroupBlock = 16;
+constexpr size_t kMaxTokens = 8;
+
+inline v128_t Load(const void* p) { return wasm_v128_load(p); }
+inline void Store(void* p, v128_t v) { wasm_v128_store(p, v); }
+
+// ---- quantizers ----
+
+// The reference's int8 of x: low byte of (int32)roundf(x) (half away from zero), 0 unless
+// |x| < 2^31 (NaN, infinities and huge values). x - trunc(x) is exact.
+inline v128_t RoundToI32(v128_t x) {
+  const v128_t t = wasm_f32x4_trunc(x);
+  const v128_t fraction = wasm_f32x4_sub(x, t);
+  v128_t i = wasm_i32x4_trunc_sat_f32x4(x);
+  i = wasm_i32x4_sub(i, wasm_f32x4_ge(fraction, wasm_f32x4_splat(0.5f)));   // mask -1: + 1
+  i = wasm_i32x4_add(i, wasm_f32x4_le(fraction, wasm_f32x4_splat(-0.5f)));  // mask -1: - 1
+  return wasm_v128_and(i, wasm_f32x4_lt(wasm_f32x4_abs(x), wasm_f32x4_splat(0x1p31f)));
+}
+
+// Low bytes of 16 int32 (four vectors) in order.
+inline v128_t LowBytes16(v128_t a, v128_t b, v128_t c, v128_t d) {
+  const v128_t mask = wasm_i32x4_splat(0xff);
+  const v128_t ab = wasm_u16x8_narrow_i32x4(wasm_v128_and(a, mask), wasm_v128_and(b, mask));
+  const v128_t cd = wasm_u16x8_narrow_i32x4(wasm_v128_and(c, mask), wasm_v128_and(d, mask));
+  return wasm_u8x16_narrow_i16x8(ab, cd);
+}
+
+// Butterfly stages h = 1, 2 inside one vector: lanes with bit h set take partner - self (the
+// reference's a - c with a = x[i - h]), the others self + partner.
+inline v128_t InVectorStages(v128_t v) {
+  v128_t partner = wasm_i32x4_shuffle(v, v, 1, 0, 3, 2);
+  v = wasm_i32x4_shuffle(wasm_f32x4_add(v, partner), wasm_f32x4_sub(partner, v), 0, 5, 2, 7);
+  partner = wasm_i32x4_shuffle(v, v, 2, 3, 0, 1);
+  return wasm_i32x4_shuffle(wasm_f32x4_add(v, partner), wasm_f32x4_sub(partner, v), 0, 1, 6, 7);
+}
+
+// 128 int8 in column order (eight 16-byte vectors) -> the layout of I8LayoutPositionX86.
+void StoreLayout(uint32_t code_bits, const v128_t* c, int8_t* dst) {
+  v128_t out[kBlocks];
+  if (code_bits == 2) {
+    // Position 32 j + 16 h + b holds column 64 h + 4 b + j: a 4x4 byte transpose in each vector
+    // (dword j = its crumb-j columns), then a 4x4 dword transpose over the four vectors of half h.
+    for (size_t h = 0; h < 2; ++h) {
+      v128_t t[4];
+      for (size_t i = 0; i < 4; ++i)
+        t[i] = wasm_i8x16_shuffle(c[4 * h + i], c[4 * h + i], 0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10,
+                                  14, 3, 7, 11, 15);
+      const v128_t u0 = wasm_i32x4_shuffle(t[0], t[1], 0, 4, 1, 5);
+      const v128_t u1 = wasm_i32x4_shuffle(t[0], t[1], 2, 6, 3, 7);
+      const v128_t u2 = wasm_i32x4_shuffle(t[2], t[3], 0, 4, 1, 5);
+      const v128_t u3 = wasm_i32x4_shuffle(t[2], t[3], 2, 6, 3, 7);
+      out[0 + h] = wasm_i64x2_shuffle(u0, u2, 0, 2);
+      out[2 + h] = wasm_i64x2_shuffle(u0, u2, 1, 3);
+      out[4 + h] = wasm_i64x2_shuffle(u1, u3, 0, 2);
+      out[6 + h] = wasm_i64x2_shuffle(u1, u3, 1, 3);
+    }
+  } else if (code_bits == 3) {
+    for (size_t o = 0; o < 4; ++o) {
+      out[o] = wasm_i8x16_shuffle(c[2 * o], c[2 * o + 1], 0, 1, 2, 3, 8, 9, 10, 11, 16, 17, 18, 19,
+                                  24, 25, 26, 27);
+      out[4 + o] = wasm_i8x16_shuffle(c[2 * o], c[2 * o + 1], 4, 5, 6, 7, 12, 13, 14, 15, 20, 21,
+                                      22, 23, 28, 29, 30, 31);
+    }
+  } else {
+    for (size_t o = 0; o < 4; ++o) {
+      out[o] = wasm_i8x16_shuffle(c[2 * o], c[2 * o + 1], 0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20,
+                                  22, 24, 26, 28, 30);
+      out[4 + o] = wasm_i8x16_shuffle(c[2 * o], c[2 * o + 1], 1, 3, 5, 7, 9, 11, 13, 15, 17, 19,
+                                      21, 23, 25, 27, 29, 31);
+    }
+  }
+  for (size_t o = 0; o < kBlocks; ++o) Store(dst + 16 * o, out[o]);
+}
+
+// max over the lanes (pmax: a NaN never replaces the running value, as std::max(amax, x)).
+inline float MaxLanes(v128_t m) {
+  m = wasm_f32x4_pmax(m, wasm_i32x4_shuffle(m, m, 2, 3, 0, 1));
+  m = wasm_f32x4_pmax(m, wasm_i32x4_shuffle(m, m, 1, 0, 3, 2));
+  return wasm_f32x4_extract_lane(m, 0);
+}
+
+// ---- gemv / gemm ----
+
+// 16 f16 values (u16 lanes zero-extended to u32) -> f32, exactly as F16ToF32: the magnitude bits
+// moved to the f32 position and scaled by 2^112 (exact for normal and subnormal halves), the
+// all-ones exponent (infinity / NaN, payload kept) set directly, then the sign.
+inline v128_t HalfToFloat(v128_t h) {
+  const v128_t sign = wasm_i32x4_shl(wasm_v128_and(h, wasm_i32x4_splat(0x8000)), 16);
+  const v128_t magnitude = wasm_i32x4_shl(wasm_v128_and(h, wasm_i32x4_splat(0x7fff)), 13);
+  const v128_t scaled = wasm_f32x4_mul(magnitude, wasm_f32x4_splat(0x1p112f));
+  const v128_t special = wasm_i32x4_eq(wasm_v128_and(h, wasm_i32x4_splat(0x7c00)),
+                                       wasm_i32x4_splat(0x7c00));
+  const v128_t big = wasm_v128_or(magnitude, wasm_i32x4_splat(0x7f800000));
+  return wasm_v128_or(wasm_v128_bitselect(big, scaled, special), sign);
+}
+
+// count (<= 4) little-endian f16 at p -> f32 lanes 0..count-1 (the others 0).
+inline v128_t LoadHalves(const uint8_t* p, size_t count) {
+  uint16_t h[4] = {};
+  std::memcpy(h, p, count * 2);
+  return HalfToFloat(wasm_u32x4_make(h[0], h[1], h[2], h[3]));
+}
+
+// Lane r of the result = the sum of the four int32 lanes of v[r].
+inline v128_t ReduceLanes4(v128_t v0, v128_t v1, v128_t v2, v128_t v3) {
+  const v128_t s01 = wasm_i32x4_add(wasm_i32x4_shuffle(v0, v1, 0, 4, 1, 5),
+                                    wasm_i32x4_shuffle(v0, v1, 2, 6, 3, 7));
+  const v128_t s23 = wasm_i32x4_add(wasm_i32x4_shuffle(v2, v3, 0, 4, 1, 5),
+                                    wasm_i32x4_shuffle(v2, v3, 2, 6, 3, 7));
+  return wasm_i32x4_add(wasm_i32x4_shuffle(s01, s23, 0, 1, 4, 5),
+                        wasm_i32x4_shuffle(s01, s23, 2, 3, 6, 7));
+}
+
+// A group's 128 int8 weights in layout order (kBlocks vectors) from its 16 * kBits code bytes.
+template <uint32_t kBits>
+class Unpacker {
+ public:
+  explicit Unpacker(const I8Codebook& cb) {
+    alignas(16) int8_t lo[16], hi[16];
+    for (size_t k = 0; k < 16; ++k) {
+      if constexpr (kBits == 2) {
+        lo[k] = cb.q[k & 3];   // a nibble's first code
+        hi[k] = cb.q[k >> 2];  // its second code
+      } else {
+        lo[k] = hi[k] = cb.q[k];
+      }
+    }
+    lo_ = Load(lo);
+    hi_ = Load(hi);
+  }
+
+  __attribute__((always_inline)) inline void Group(const uint8_t* codes, v128_t* w) const {
+    if constexpr (kBits == 2) {
+      for (size_t h = 0; h < 2; ++h) {
+        const v128_t c = Load(codes + 16 * h);
+        const v128_t low = wasm_v128_and(c, wasm_i8x16_splat(15));
+        const v128_t high = wasm_u8x16_shr(c, 4);
+        w[0 + h] = wasm_i8x16_swizzle(lo_, low);
+        w[2 + h] = wasm_i8x16_swizzle(hi_, low);
+        w[4 + h] = wasm_i8x16_swizzle(lo_, high);
+        w[6 + h] = wasm_i8x16_swizzle(hi_, high);
+      }
+    } else if constexpr (kBits == 4) {
+      for (size_t o = 0; o < 4; ++o) {
+        const v128_t c = Load(codes + 16 * o);
+        w[o] = wasm_i8x16_swizzle(lo_, wasm_v128_and(c, wasm_i8x16_splat(15)));
+        w[4 + o] = wasm_i8x16_swizzle(lo_, wasm_u8x16_shr(c, 4));
+      }
+    } else {
+      // Chunks 4o..4o+3 are bytes 12o..12o+11; the last block is loaded 4 bytes early so nothing
+      // past the group is read. Chunk m -> dword m (swizzle index 16: a zero byte).
+      for (size_t o = 0; o < 4; ++o) {
+        const size_t start = o < 3 ? 12 * o : 32;
+        const v128_t bytes = Load(codes + start);
+        const auto s = static_cast<int8_t>(12 * o - start);
+        const v128_t index = wasm_i8x16_make(
+            s, static_cast<int8_t>(s + 1), static_cast<int8_t>(s + 2), 16,
+            static_cast<int8_t>(s + 3), static_cast<int8_t>(s + 4), static_cast<int8_t>(s + 5), 16,
+            static_cast<int8_t>(s + 6), static_cast<int8_t>(s + 7), static_cast<int8_t>(s + 8), 16,
+            static_cast<int8_t>(s + 9), static_cast<int8_t>(s + 10), static_cast<int8_t>(s + 11),
+            16);
+        const v128_t chunks = wasm_i8x16_swizzle(bytes, index);
+        w[o] = wasm_i8x16_swizzle(lo_, Spread3(chunks));
+        w[4 + o] = wasm_i8x16_swizzle(lo_, Spread3(wasm_u32x4_shr(chunks, 12)));
+      }
+    }
+  }
+
+ private:
+  // Four 3-bit fields at bits 0, 3, 6, 9 of every dword -> bytes 0..3 of that dword.
+  static v128_t Spread3(v128_t v) {
+    v128_t r = wasm_v128_and(v, wasm_i32x4_splat(0x7));
+    r = wasm_v128_or(r, wasm_v128_and(wasm_i32x4_shl(v, 5), wasm_i32x4_splat(0x700)));
+    r = wasm_v128_or(r, wasm_v128_and(wasm_i32x4_shl(v, 10), wasm_i32x4_splat(0x70000)));
+    return wasm_v128_or(r, wasm_v128_and(wasm_i32x4_shl(v, 15), wasm_i32x4_splat(0x7000000)));
+  }
+
+  v128_t lo_, hi_;
+};
+
+// int16 copies of `groups` groups of int8 activations (layout order kept).
+inline void Widen(const int8_t* q, size_t groups, int16_t* out) {
+  for (size_t i = 0; i < groups * kI8Group; i += 16) {
+    const v128_t x = Load(q + i);
+    Store(out + i, wasm_i16x8_extend_low_i8x16(x));
+    Store(out + i + 8, wasm_i16x8_extend_high_i8x16(x));
+  }
+}
+
+// int32 partial sums of one group: int8 weights w (kBlocks vectors) times int16 activations a.
+__attribute__((always_inline)) inline v128_t DotGroupI8(const v128_t* w, const int16_t* a) {
+  v128_t acc = wasm_i32x4_splat(0);
+  for (size_t o = 0; o < kBlocks; ++o) {
+    acc = wasm_i32x4_add(
+        acc, wasm_i32x4_dot_i16x8(wasm_i16x8_extend_low_i8x16(w[o]), Load(a + 16 * o)));
+    acc = wasm_i32x4_add(
+        acc, wasm_i32x4_dot_i16x8(wasm_i16x8_extend_high_i8x16(w[o]), Load(a + 16 * o + 8)));
+  }
+  return acc;
+}
+
+// The same with int16 weights (2 * kBlocks vectors).
+__attribute__((always_inline)) inline v128_t DotGroupI16(const v128_t* w, const int16_t* a) {
+  v128_t acc0 = wasm_i32x4_dot_i16x8(w[0], Load(a));
+  v128_t acc1 = wasm_i32x4_dot_i16x8(w[1], Load(a + 8));
+  for (size_t i = 2; i < 2 * kBlocks; i += 2) {
+    acc0 = wasm_i32x4_add(acc0, wasm_i32x4_dot_i16x8(w[i], Load(a + 8 * i)));
+    acc1 = wasm_i32x4_add(acc1, wasm_i32x4_dot_i16x8(w[i + 1], Load(a + 8 * i + 8)));
+  }
+  return wasm_i32x4_add(acc0, acc1);
+}
+
+struct GemmArgs {
+  const CqMatrix* m;
+  const I8Acts* acts;
+  float cb_scale;
+  size_t row_begin;
+  float* y;
+  size_t ldy;
+};
+
+// ---- gemv: one token, four rows side by side (lane = row) ----
+
+constexpr size_t kRows = 4;
+
+// Rows [r0, r0 + rows) (rows <= 4; missing rows repeat the last one and are not stored), groups
+// [g0, g1) of their chains (resumed from y when g0 > 0); a16 holds the int16 activations of
+// groups [g0, g1).
+template <uint32_t kBits>
+void GemvTile(const Unpacker<kBits>& unpack, const GemmArgs& a, const int16_t* a16, size_t g0,
+              size_t g1, size_t r0, size_t rows) {
+  const CqMatrix& m = *a.m;
+  const size_t G = m.groups_per_row;
+  const uint8_t* codes[kRows];
+  alignas(16) float norms[kGemvGroupBlock][kRows];
+  for (size_t r = 0; r < kRows; ++r) {
+    const size_t row = r0 + std::min(r, rows - 1);
+    codes[r] = m.codes + row * m.row_bytes;
+    const uint8_t* row_norms = m.norms + (row * G + g0) * 2;
+    for (size_t g = g0; g < g1; g += 4) {
+      alignas(16) float f[4];
+      Store(f, LoadHalves(row_norms + 2 * (g - g0), std::min<size_t>(4, g1 - g)));
+      for (size_t i = 0; i < 4 && g + i < g1; ++i) norms[g - g0 + i][r] = f[i];
+    }
+  }
+  float* y = a.y + (r0 - a.row_begin);
+  alignas(16) float out[kRows] = {};
+  if (g0 > 0) std::memcpy(out, y, rows * sizeof(float));
+  v128_t acc = Load(out);
+  const v128_t cb = wasm_f32x4_splat(a.cb_scale);
+  const float* scales = a.acts->scales;
+  for (size_t g = g0; g < g1; ++g) {
+    const int16_t* ag = a16 + (g - g0) * kI8Group;
+    const size_t offset = g * 16 * kBits;
+    v128_t dots[kRows];
+    for (size_t r = 0; r < kRows; ++r) {
+      v128_t w[kBlocks];
+      unpack.Group(codes[r] + offset, w);
+      dots[r] = DotGroupI8(w, ag);
+    }
+    const v128_t dot = wasm_f32x4_convert_i32x4(ReduceLanes4(dots[0], dots[1], dots[2], dots[3]));
+    const v128_t s = wasm_f32x4_splat(scales[g]);
+    acc = wasm_f32x4_add(
+        wasm_f32x4_mul(Load(norms[g - g0]), wasm_f32x4_mul(cb, wasm_f32x4_mul(s, dot))), acc);
+  }
+  Store(out, acc);
+  std::memcpy(y, out, rows * sizeof(float));
+}
+
+template <uint32_t kBits>
+void GemvBits(const CqMatrix& m, const I8Codebook& cb, const I8Acts& acts, size_t row_begin,
+              size_t row_end, float* y) {
+  const Unpacker<kBits> unpack(cb);
+  const GemmArgs a{&m, &acts, cb.scale, row_begin, y, 1};
+  const size_t groups = m.groups_per_row;
+  alignas(16) int16_t a16[kGemvGroupBlock * kI8Group];
+  for (size_t g0 = 0; g0 < groups; g0 += kGemvGroupBlock) {
+    const size_t g1 = std::min(groups, g0 + kGemvGroupBlock);
+    Widen(acts.q + g0 * kI8Group, g1 - g0, a16);
+    for (size_t r0 = row_begin; r0 < row_end; r0 += kRows)
+      GemvTile<kBits>(unpack, a, a16, g0, g1, r0, std::min(kRows, row_end - r0));
+  }
+}
+
+// ---- gemm: one row at a time against a tile of T tokens (lane = token, T / 4 vectors); each
+// group's weights are unpacked and widened once and used for all T tokens ----
+
+// Activations and scales of one (token tile, group block): a16 [t][group - g0][128] and
+// scale [group - g0][t] (missing tokens repeat the tile's last token and are not stored).
+struct TokenBlock {
+  alignas(16) int16_t a16[kMaxTokens][kGemmGroupBlock * kI8Group];
+  alignas(16) float scale[kGemmGroupBlock][kMaxTokens];
+};
+
+void StageTokens(const I8Acts& acts, size_t groups, size_t t0, size_t tokens, size_t T, size_t g0,
+                 size_t g1, TokenBlock* tb) {
+  for (size_t t = 0; t < T; ++t) {
+    const size_t token = t0 + std::min(t, tokens - 1);
+    Widen(acts.q + token * acts.in_pad + g0 * kI8Group, g1 - g0, tb->a16[t]);
+    for (size_t g = g0; g < g1; ++g) tb->scale[g - g0][t] = acts.scales[token * groups + g];
+  }
+}
+
+template <uint32_t kBits, size_t T>
+void GemmRow(const Unpacker<kBits>& unpack, const GemmArgs& a, const TokenBlock& tb, size_t t0,
+             size_t tokens, size_t g0, size_t g1, size_t row) {
+  constexpr size_t kVectors = T / 4;
+  const CqMatrix& m = *a.m;
+  const uint8_t* codes = m.codes + row * m.row_bytes;
+  const uint8_t* row_norms = m.norms + row * m.groups_per_row * 2;
+  auto y_at = [&](size_t t) { return a.y + (t0 + t) * a.ldy + (row - a.row_begin); };
+  alignas(16) float out[T] = {};
+  if (g0 > 0)
+    for (size_t t = 0; t < tokens; ++t) out[t] = *y_at(t);
+  v128_t acc[kVectors];
+  for (size_t v = 0; v < kVectors; ++v) acc[v] = Load(out + 4 * v);
+  const v128_t cb = wasm_f32x4_splat(a.cb_scale);
+  for (size_t g = g0; g < g1; ++g) {
+    v128_t w8[kBlocks], w16[2 * kBlocks];
+    unpack.Group(codes + g * 16 * kBits, w8);
+    for (size_t o = 0; o < kBlocks; ++o) {
+      w16[2 * o] = wasm_i16x8_extend_low_i8x16(w8[o]);
+      w16[2 * o + 1] = wasm_i16x8_extend_high_i8x16(w8[o]);
+    }
+    uint16_t half;
+    std::memcpy(&half, row_norms + 2 * g, 2);
+    const v128_t norm = wasm_f32x4_splat(F16ToF32(half));
+    const size_t offset = (g - g0) * kI8Group;
+    for (size_t v = 0; v < kVectors; ++v) {
+      const v128_t d0 = DotGroupI16(w16, tb.a16[4 * v] + offset);
+      const v128_t d1 = DotGroupI16(w16, tb.a16[4 * v + 1] + offset);
+      const v128_t d2 = DotGroupI16(w16, tb.a16[4 * v + 2] + offset);
+      const v128_t d3 = DotGroupI16(w16, tb.a16[4 * v + 3] + offset);
+      const v128_t dot = wasm_f32x4_convert_i32x4(ReduceLanes4(d0, d1, d2, d3));
+      const v128_t s = Load(&tb.scale[g - g0][4 * v]);
+      acc[v] = wasm_f32x4_add(wasm_f32x4_mul(norm, wasm_f32x4_mul(cb, wasm_f32x4_mul(s, dot))),
+                              acc[v]);
+    }
+  }
+  for (size_t v = 0; v < kVectors; ++v) Store(out + 4 * v, acc[v]);
+  for (size_t t = 0; t < tokens; ++t) *y_at(t) = out[t];
+}
+
+template <uint32_t kBits>
+void GemmBits(const CqMatrix& m, const I8Codebook& cb, const I8Acts& acts, size_t row_begin,
+              size_t row_end, float* y, size_t ldy) {
+  const Unpacker<kBits> unpack(cb);
+  const GemmArgs a{&m, &acts, cb.scale, row_begin, y, ldy};
+  const size_t groups = m.groups_per_row;
+  static thread_local TokenBlock tb;  // 33 KB: kept off the stack
+  for (size_t t0 = 0; t0 < acts.n;) {
+    const size_t tokens = std::min(kMaxTokens, acts.n - t0);
+    const size_t T = tokens > 4 ? 8 : 4;
+    for (size_t g0 = 0; g0 < groups; g0 += kGemmGroupBlock) {
+      const size_t g1 = std::min(groups, g0 + kGemmGroupBlock);
+      StageTokens(acts, groups, t0, tokens, T, g0, g1, &tb);
+      for (size_t r = row_begin; r < row_end; ++r) {
+        if (T == 8)
+          GemmRow<kBits, 8>(unpack, a, tb, t0, tokens, g0, g1, r);
+        else
+          GemmRow<kBits, 4>(unpack, a, tb, t0, tokens, g0, g1, r);
+      }
+    }
+    t0 += tokens;
+  }
+}
+
+}  // namespace
+
+void CqQuantizeI8Simd128(const float* x, size_t n, size_t cols, size_t ldx, size_t in_pad,
+                         uint32_t code_bits, int8_t* q, float* scales) {
+  const float c128 = 1.0f / std::sqrt(static_cast<float>(kI8Group));
+  const v128_t c = wasm_f32x4_splat(c128);
+  const size_t groups = in_pad / kI8Group;
+  alignas(16) float padded[kI8Group];
+  for (size_t t = 0; t < n; ++t) {
+    const float* xt = x + t * ldx;
+    for (size_t g = 0; g < groups; ++g) {
+      const size_t base = g * kI8Group;
+      const size_t len = base < cols ? std::min(kI8Group, cols - base) : 0;
+      const float* src = xt + base;
+      if (len < kI8Group) {
+        if (len > 0) std::memcpy(padded, src, len * sizeof(float));
+        std::fill(padded + len, padded + kI8Group, 0.f);
+        src = padded;
+      }
+      v128_t v[32];
+      for (size_t i = 0; i < 32; ++i) v[i] = InVectorStages(wasm_v128_load(src + 4 * i));
+      for (size_t h = 1; h < 32; h *= 2)  // stages 4, 8, ..., 64: vectors j and j + h
+        for (size_t b = 0; b < 32; b += 2 * h)
+          for (size_t j = b; j < b + h; ++j) {
+            const v128_t lo = v[j], hi = v[j + h];
+            v[j] = wasm_f32x4_add(lo, hi);
+            v[j + h] = wasm_f32x4_sub(lo, hi);
+          }
+      v128_t amax = wasm_f32x4_splat(0.f);
+      for (v128_t& z : v) {
+        z = wasm_f32x4_mul(c, z);
+        amax = wasm_f32x4_pmax(amax, wasm_f32x4_abs(z));
+      }
+      const float m = MaxLanes(amax);
+      const float s = m > 0.f ? m / 127.0f : 1.0f;
+      const v128_t inv = wasm_f32x4_splat(1.0f / s);
+      scales[t * groups + g] = s;
+      v128_t bytes[kBlocks];
+      for (size_t o = 0; o < kBlocks; ++o) {
+        const v128_t* z = v + 4 * o;
+        bytes[o] = LowBytes16(RoundToI32(wasm_f32x4_mul(z[0], inv)),
+                              RoundToI32(wasm_f32x4_mul(z[1], inv)),
+                              RoundToI32(wasm_f32x4_mul(z[2], inv)),
+                              RoundToI32(wasm_f32x4_mul(z[3], inv)));
+      }
+      StoreLayout(code_bits, bytes, q + t * in_pad + base);
+    }
+  }
+}
+
+float QuantizeI8Simd128(const float* v, size_t n, int8_t* q) {
+  v128_t amax = wasm_f32x4_splat(0.f);
+  size_t i = 0;
+  for (; i + 4 <= n; i += 4) amax = wasm_f32x4_pmax(amax, wasm_f32x4_abs(wasm_v128_load(v + i)));
+  alignas(16) float tail[16] = {};
+  std::memcpy(tail, v + i, (n - i) * sizeof(float));
+  amax = wasm_f32x4_pmax(amax, wasm_f32x4_abs(Load(tail)));
+  const float m = MaxLanes(amax);
+  const float s = m > 0.f ? m / 127.0f : 1.0f;
+  const v128_t inv = wasm_f32x4_splat(1.0f / s);
+  auto codes = [&](const float* p) {
+    return LowBytes16(RoundToI32(wasm_f32x4_mul(wasm_v128_load(p), inv)),
+                      RoundToI32(wasm_f32x4_mul(wasm_v128_load(p + 4), inv)),
+                      RoundToI32(wasm_f32x4_mul(wasm_v128_load(p + 8), inv)),
+                      RoundToI32(wasm_f32x4_mul(wasm_v128_load(p + 12), inv)));
+  };
+  i = 0;
+  for (; i + 16 <= n; i += 16) wasm_v128_store(q + i, codes(v + i));
+  if (i < n) {
+    std::memset(tail, 0, sizeof(tail));
+    std::memcpy(tail, v + i, (n - i) * sizeof(float));
+    alignas(16) int8_t out[16];
+    Store(out, codes(tail));
+    std::memcpy(q + i, out, n - i);
+  }
+  return s;
+}
+
+void CqGemmI8Simd128(const CqMatrix& m, const I8Codebook& cb, const I8Acts& acts,
+                     size_t row_begin, size_t row_end, float* y, size_t ldy) {
+  if (m.group != kI8Group || row_begin >= row_end || acts.n == 0 ||
+      (m.code_bits != 2 && m.code_bits != 3 && m.code_bits != 4))
+    return CqGemmI8Reference(m, cb, acts, row_begin, row_end, y, ldy);
+  if (acts.n == 1) {
+    switch (m.code_bits) {
+      case 2:
+        return GemvBits<2>(m, cb, acts, row_begin, row_end, y);
+      case 3:
+        return GemvBits<3>(m, cb, acts, row_begin, row_end, y);
+      default:
+        return GemvBits<4>(m, cb, acts, row_begin, row_end, y);
+    }
+  }
+  switch (m.code_bits) {
+    case 2:
+      return GemmBits<2>(m, cb, acts, row_begin, row_end, y, ldy);
+    case 3:
+      return GemmBits<3>(m, cb, acts, row_begin, row_end, y, ldy);
+    default:
+      return GemmBits<4>(m, cb, acts, row_begin, row_end, y, ldy);
+  }
+}
+
+// Exact for any int8 values (including -128): both sides widened to int16, pairs summed by
+// i32x4.dot_i16x8_s.
+int32_t DotI8Simd128(const int8_t* a, const int8_t* b, size_t n) {
+  v128_t acc = wasm_i32x4_splat(0);
+  size_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const v128_t x = Load(a + i), z = Load(b + i);
+    acc = wasm_i32x4_add(acc, wasm_i32x4_dot_i16x8(wasm_i16x8_extend_low_i8x16(x),
+                                                   wasm_i16x8_extend_low_i8x16(z)));
+    acc = wasm_i32x4_add(acc, wasm_i32x4_dot_i16x8(wasm_i16x8_extend_high_i8x16(x),
+                                                   wasm_i16x8_extend_high_i8x16(z)));
+  }
+  int32_t s = wasm_i32x4_extract_lane(acc, 0) + wasm_i32x4_extract_lane(acc, 1) +
+              wasm_i32x4_extract_lane(acc, 2) + wasm_i32x4_extract_lane(acc, 3);
+  for (; i < n; ++i) s += int32_t{a[i]} * int32_t{b[i]};
+  return s;
+}
+
+}  // namespace needle::kernels
