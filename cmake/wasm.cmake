@@ -34,6 +34,11 @@ macro(needle_wasm_dependencies)
 endmacro()
 
 macro(needle_wasm_targets)
+  # Debian's emscripten runs acorn (a Debian node module) with the system's node; a node from
+  # elsewhere (e.g. NodeSource) does not search Debian's module folder, so links name it.
+  if(EXISTS /usr/share/nodejs/acorn)
+    set(CMAKE_CXX_LINKER_LAUNCHER ${CMAKE_COMMAND} -E env "NODE_PATH=/usr/share/nodejs")
+  endif()
   # lib/quant's OpenMP pragmas are inert here (single thread).
   target_compile_options(needle_core PRIVATE -Wno-unknown-pragmas)
 
@@ -65,11 +70,14 @@ macro(needle_wasm_targets)
       ${test_dir}/attention_i8_test.cpp ${test_dir}/vmath_test.cpp ${test_dir}/libm_test.cpp)
     set_target_properties(needle_kernel_tests PROPERTIES SUFFIX ".js")
     target_compile_options(needle_kernel_tests PRIVATE ${NEEDLE_WARNINGS})
+    # No CLI in this build: the helpers that would run it are unused by these tests.
     target_compile_definitions(needle_kernel_tests PRIVATE NEEDLE_TEST_DATA="${test_dir}/data"
-      CATCH_CONFIG_NO_POSIX_SIGNALS)
+      NEEDLE_BINARY="" CATCH_CONFIG_NO_POSIX_SIGNALS)
     target_link_libraries(needle_kernel_tests PRIVATE needle_core)
     # NODERAWFS: the tests read tests/data straight from the host's file system.
+    # node only: synchronous instantiation (no fetch() of a file path, see wasm/node-instantiate.js).
     target_link_options(needle_kernel_tests PRIVATE "SHELL:-s NODERAWFS=1"
-      "SHELL:-s ALLOW_MEMORY_GROWTH=1" "SHELL:-s EXIT_RUNTIME=1")
+      "SHELL:-s ALLOW_MEMORY_GROWTH=1" "SHELL:-s EXIT_RUNTIME=1"
+      "SHELL:-s WASM_ASYNC_COMPILATION=0")
   endif()
 endmacro()
