@@ -19,8 +19,8 @@ namespace {
 
 constexpr float kNegInit = -1e30f;  // the engine's running-max start
 constexpr size_t kHeadLanes = 4;
-constexpr size_t kChunk = 16;                                   // V: elements per tile
-constexpr size_t kMaxCodes = kAttendMaxRow * kAttendBlock;      // heads * head_dim bound
+constexpr size_t kChunk = 16;                               // V: elements per tile
+constexpr size_t kMaxCodes = kAttendMaxRow * kAttendBlock;  // heads * head_dim bound
 static_assert(kAttendBlock % kChunk == 0);
 
 inline v128_t Load(const void* p) { return wasm_v128_load(p); }
@@ -76,8 +76,7 @@ void VTile(const float* pw, size_t heads, size_t h0, const uint32_t* slots, size
     const float vs = v_scale[slot * kv_blocks];
     for (size_t t = 0; t < NT; ++t) {
       const v128_t c = wasm_f32x4_splat(pw[i * heads + h0 + t] * vs);
-      for (size_t k = 0; k < 4; ++k)
-        acc[t][k] = wasm_f32x4_add(wasm_f32x4_mul(c, x[k]), acc[t][k]);
+      for (size_t k = 0; k < 4; ++k) acc[t][k] = wasm_f32x4_add(wasm_f32x4_mul(c, x[k]), acc[t][k]);
     }
   }
   for (size_t t = 0; t < NT; ++t)

@@ -95,10 +95,10 @@ void StoreLayout(uint32_t code_bits, const v128_t* c, int8_t* dst) {
     }
   } else {
     for (size_t o = 0; o < 4; ++o) {
-      out[o] = wasm_i8x16_shuffle(c[2 * o], c[2 * o + 1], 0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20,
-                                  22, 24, 26, 28, 30);
-      out[4 + o] = wasm_i8x16_shuffle(c[2 * o], c[2 * o + 1], 1, 3, 5, 7, 9, 11, 13, 15, 17, 19,
-                                      21, 23, 25, 27, 29, 31);
+      out[o] = wasm_i8x16_shuffle(c[2 * o], c[2 * o + 1], 0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22,
+                                  24, 26, 28, 30);
+      out[4 + o] = wasm_i8x16_shuffle(c[2 * o], c[2 * o + 1], 1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21,
+                                      23, 25, 27, 29, 31);
     }
   }
   for (size_t o = 0; o < kBlocks; ++o) Store(dst + 16 * o, out[o]);
@@ -120,8 +120,8 @@ inline v128_t HalfToFloat(v128_t h) {
   const v128_t sign = wasm_i32x4_shl(wasm_v128_and(h, wasm_i32x4_splat(0x8000)), 16);
   const v128_t magnitude = wasm_i32x4_shl(wasm_v128_and(h, wasm_i32x4_splat(0x7fff)), 13);
   const v128_t scaled = wasm_f32x4_mul(magnitude, wasm_f32x4_splat(0x1p112f));
-  const v128_t special = wasm_i32x4_eq(wasm_v128_and(h, wasm_i32x4_splat(0x7c00)),
-                                       wasm_i32x4_splat(0x7c00));
+  const v128_t special =
+      wasm_i32x4_eq(wasm_v128_and(h, wasm_i32x4_splat(0x7c00)), wasm_i32x4_splat(0x7c00));
   const v128_t big = wasm_v128_or(magnitude, wasm_i32x4_splat(0x7f800000));
   return wasm_v128_or(wasm_v128_bitselect(big, scaled, special), sign);
 }
@@ -161,12 +161,14 @@ class Unpacker {
     hi_ = Load(hi);
   }
 
+  // (Nibbles come from 16-bit shifts and a mask: u8x16.shr has no x86 instruction of its own.)
   __attribute__((always_inline)) inline void Group(const uint8_t* codes, v128_t* w) const {
+    const v128_t nibble = wasm_i8x16_splat(15);
     if constexpr (kBits == 2) {
       for (size_t h = 0; h < 2; ++h) {
         const v128_t c = Load(codes + 16 * h);
-        const v128_t low = wasm_v128_and(c, wasm_i8x16_splat(15));
-        const v128_t high = wasm_u8x16_shr(c, 4);
+        const v128_t low = wasm_v128_and(c, nibble);
+        const v128_t high = wasm_v128_and(wasm_u16x8_shr(c, 4), nibble);
         w[0 + h] = wasm_i8x16_swizzle(lo_, low);
         w[2 + h] = wasm_i8x16_swizzle(hi_, low);
         w[4 + h] = wasm_i8x16_swizzle(lo_, high);
@@ -175,8 +177,8 @@ class Unpacker {
     } else if constexpr (kBits == 4) {
       for (size_t o = 0; o < 4; ++o) {
         const v128_t c = Load(codes + 16 * o);
-        w[o] = wasm_i8x16_swizzle(lo_, wasm_v128_and(c, wasm_i8x16_splat(15)));
-        w[4 + o] = wasm_i8x16_swizzle(lo_, wasm_u8x16_shr(c, 4));
+        w[o] = wasm_i8x16_swizzle(lo_, wasm_v128_and(c, nibble));
+        w[4 + o] = wasm_i8x16_swizzle(lo_, wasm_v128_and(wasm_u16x8_shr(c, 4), nibble));
       }
     } else {
       // Chunks 4o..4o+3 are bytes 12o..12o+11; the last block is loaded 4 bytes early so nothing
@@ -223,8 +225,8 @@ inline void Widen(const int8_t* q, size_t groups, int16_t* out) {
 __attribute__((always_inline)) inline v128_t DotGroupI8(const v128_t* w, const int16_t* a) {
   v128_t acc = wasm_i32x4_splat(0);
   for (size_t o = 0; o < kBlocks; ++o) {
-    acc = wasm_i32x4_add(
-        acc, wasm_i32x4_dot_i16x8(wasm_i16x8_extend_low_i8x16(w[o]), Load(a + 16 * o)));
+    acc = wasm_i32x4_add(acc,
+                         wasm_i32x4_dot_i16x8(wasm_i16x8_extend_low_i8x16(w[o]), Load(a + 16 * o)));
     acc = wasm_i32x4_add(
         acc, wasm_i32x4_dot_i16x8(wasm_i16x8_extend_high_i8x16(w[o]), Load(a + 16 * o + 8)));
   }
@@ -365,8 +367,8 @@ void GemmRow(const Unpacker<kBits>& unpack, const GemmArgs& a, const TokenBlock&
       const v128_t d3 = DotGroupI16(w16, tb.a16[4 * v + 3] + offset);
       const v128_t dot = wasm_f32x4_convert_i32x4(ReduceLanes4(d0, d1, d2, d3));
       const v128_t s = Load(&tb.scale[g - g0][4 * v]);
-      acc[v] = wasm_f32x4_add(wasm_f32x4_mul(norm, wasm_f32x4_mul(cb, wasm_f32x4_mul(s, dot))),
-                              acc[v]);
+      acc[v] =
+          wasm_f32x4_add(wasm_f32x4_mul(norm, wasm_f32x4_mul(cb, wasm_f32x4_mul(s, dot))), acc[v]);
     }
   }
   for (size_t v = 0; v < kVectors; ++v) Store(out + 4 * v, acc[v]);
@@ -437,10 +439,9 @@ void CqQuantizeI8Simd128(const float* x, size_t n, size_t cols, size_t ldx, size
       v128_t bytes[kBlocks];
       for (size_t o = 0; o < kBlocks; ++o) {
         const v128_t* z = v + 4 * o;
-        bytes[o] = LowBytes16(RoundToI32(wasm_f32x4_mul(z[0], inv)),
-                              RoundToI32(wasm_f32x4_mul(z[1], inv)),
-                              RoundToI32(wasm_f32x4_mul(z[2], inv)),
-                              RoundToI32(wasm_f32x4_mul(z[3], inv)));
+        bytes[o] = LowBytes16(
+            RoundToI32(wasm_f32x4_mul(z[0], inv)), RoundToI32(wasm_f32x4_mul(z[1], inv)),
+            RoundToI32(wasm_f32x4_mul(z[2], inv)), RoundToI32(wasm_f32x4_mul(z[3], inv)));
       }
       StoreLayout(code_bits, bytes, q + t * in_pad + base);
     }
@@ -475,8 +476,8 @@ float QuantizeI8Simd128(const float* v, size_t n, int8_t* q) {
   return s;
 }
 
-void CqGemmI8Simd128(const CqMatrix& m, const I8Codebook& cb, const I8Acts& acts,
-                     size_t row_begin, size_t row_end, float* y, size_t ldy) {
+void CqGemmI8Simd128(const CqMatrix& m, const I8Codebook& cb, const I8Acts& acts, size_t row_begin,
+                     size_t row_end, float* y, size_t ldy) {
   if (m.group != kI8Group || row_begin >= row_end || acts.n == 0 ||
       (m.code_bits != 2 && m.code_bits != 3 && m.code_bits != 4))
     return CqGemmI8Reference(m, cb, acts, row_begin, row_end, y, ldy);
@@ -507,8 +508,8 @@ int32_t DotI8Simd128(const int8_t* a, const int8_t* b, size_t n) {
   size_t i = 0;
   for (; i + 16 <= n; i += 16) {
     const v128_t x = Load(a + i), z = Load(b + i);
-    acc = wasm_i32x4_add(acc, wasm_i32x4_dot_i16x8(wasm_i16x8_extend_low_i8x16(x),
-                                                   wasm_i16x8_extend_low_i8x16(z)));
+    acc = wasm_i32x4_add(
+        acc, wasm_i32x4_dot_i16x8(wasm_i16x8_extend_low_i8x16(x), wasm_i16x8_extend_low_i8x16(z)));
     acc = wasm_i32x4_add(acc, wasm_i32x4_dot_i16x8(wasm_i16x8_extend_high_i8x16(x),
                                                    wasm_i16x8_extend_high_i8x16(z)));
   }

@@ -43,8 +43,8 @@ const KernelTable& Avx512Table() {
 #endif
 #if defined(NEEDLE_WASM)
 // The f32 path and the libm arrays keep the scalar code here.
-const KernelTable kSimd128{"simd128",         &CqGemmReference,   &CqQuantizeI8Simd128,
-                           &CqGemmI8Simd128,  &DotI8Simd128,      &ExpfArrayReference,
+const KernelTable kSimd128{"simd128",           &CqGemmReference,   &CqQuantizeI8Simd128,
+                           &CqGemmI8Simd128,    &DotI8Simd128,      &ExpfArrayReference,
                            &LogfArrayReference, &QuantizeI8Simd128, &AttendI8Simd128};
 #endif
 

@@ -30,8 +30,8 @@ struct KernelTable {
 const KernelTable& ReferenceKernels();
 // Names of the tables this build contains that this CPU can run, fastest last.
 std::vector<std::string> AvailableIsas();
-// The table for `isa` ("scalar", "avx2", "avx512", "simd128"); throws UsageError if unknown or unsupported
-// here.
+// The table for `isa` ("scalar", "avx2", "avx512", "simd128"); throws UsageError if unknown or
+// unsupported here.
 const KernelTable& KernelsFor(const std::string& isa);
 // The active table: follows kernels::ActiveIsa() (the best ISA unless limited by SelectIsa).
 const KernelTable& ActiveKernels();

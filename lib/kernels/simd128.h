@@ -18,8 +18,8 @@ namespace needle::kernels {
 // multiplied by i32x4.dot_i16x8_s against int16 activations (exact for every int8 value).
 void CqQuantizeI8Simd128(const float* x, size_t n, size_t cols, size_t ldx, size_t in_pad,
                          uint32_t code_bits, int8_t* q, float* scales);
-void CqGemmI8Simd128(const CqMatrix& m, const I8Codebook& cb, const I8Acts& acts,
-                     size_t row_begin, size_t row_end, float* y, size_t ldy);
+void CqGemmI8Simd128(const CqMatrix& m, const I8Codebook& cb, const I8Acts& acts, size_t row_begin,
+                     size_t row_end, float* y, size_t ldy);
 int32_t DotI8Simd128(const int8_t* a, const int8_t* b, size_t n);
 // The engine's int8 quantizer (vmath.h's QuantizeI8Fn), 4 floats per step.
 float QuantizeI8Simd128(const float* v, size_t n, int8_t* q);
