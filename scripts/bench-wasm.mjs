@@ -1,52 +1,55 @@
-// Speed of our WASM module against the official engine's, both through the official npm wrapper in
-// one node process, on the same turns (the official entries of tests/data/golden/official: one
-// query each from the fixed tools prefix). The engines alternate run by run so machine noise hits
-// both alike. Reported per engine: medians over the runs of the envelope's own prefill_tps and
-// decode_tps, and of the wall time of a whole run() (init + prefill + decode + reset); then
-// ours / official. Both engines answer identically (scripts/wasm-envelopes.mjs), so they do the
-// same work.
-// Usage: node scripts/bench-wasm.mjs OURS_PKG OFFICIAL_PKG MODEL.cact [--runs N] [--tokens N]
-//        [--json]
+// Speed of our WASM module against the official engine's in one node process, both driven through
+// the official C ABI the same way (scripts/wasm-engine.mjs), on the same turns: the inputs of
+// session-golden case 1 of the official-geometry model (two tools, 96-token budget), each from the
+// fixed tools prefix. The engines alternate turn by turn so machine noise hits both alike.
+// Reported per engine: medians of the envelope's own prefill_tps and decode_tps and of the wall
+// time of a whole turn (init + prefill + decode), then ours / official. Only turns where both
+// gave the same envelope (timings aside) count, so both did the same work; the count is printed.
+// Usage: node scripts/bench-wasm.mjs OURS_PKG OFFICIAL_PKG [--runs N] [--json]
 import fs from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 
+import { openModule } from "./wasm-engine.mjs";
+
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 const args = process.argv.slice(2);
-const [oursPkg, officialPkg, model] = args;
-if (!oursPkg || !officialPkg || !model) {
-  console.error("usage: node scripts/bench-wasm.mjs OURS_PKG OFFICIAL_PKG MODEL.cact");
+const [oursPkg, officialPkg] = args;
+if (!oursPkg || !officialPkg) {
+  console.error("usage: node scripts/bench-wasm.mjs OURS_PKG OFFICIAL_PKG [--runs N] [--json]");
   process.exit(2);
 }
 const option = (name, fallback) => {
   const i = args.indexOf(name);
   return i >= 0 ? Number(args[i + 1]) : fallback;
 };
-const runs = option("--runs", 5);
-const tokens = option("--tokens", 48);
-const golden = JSON.parse(
-  fs.readFileSync(path.join(root, "tests/data/golden/official/golden.json"), "utf8"),
+const runs = option("--runs", 3);
+const session = JSON.parse(
+  fs.readFileSync(path.join(root, "tests/data/golden/session/official-geometry.session.json")),
 );
-const entries = golden.official;
+const model = path.join(root, "tests/data/models", session.model);
+const bench = session.cases[1];
+const tokens = bench.max_tokens;
 
 async function engineFor(pkg) {
-  const { createNeedleEngine } = await import(path.join(path.resolve(pkg), "src/needle.mjs"));
-  const engine = await createNeedleEngine();
-  await engine.loadModelBytes(new Blob([fs.readFileSync(model)]));
-  return { engine, prefill: [], decode: [], wall: [] };
+  const module = await openModule(pkg);
+  module.load(model);
+  return { module, prefill: [], decode: [], wall: [] };
 }
 
-async function once(e, entry, record) {
+function once(e, input) {
   const t0 = performance.now();
-  const reply = JSON.parse(
-    await e.engine.run(entry.system, entry.tools_text, entry.query, { maxTokens: tokens }),
-  );
+  const reply = JSON.parse(e.module.turn(bench.system, bench.tools_text, input, tokens));
   const seconds = (performance.now() - t0) / 1000;
-  if (record) {
-    e.prefill.push(reply.prefill_tps);
-    e.decode.push(reply.decode_tps);
-    e.wall.push(seconds);
-  }
+  const sample = { prefill: reply.prefill_tps, decode: reply.decode_tps, wall: seconds };
+  for (const k of ["prefill_tps", "decode_tps", "peak_ram_mb"]) delete reply[k];
+  return { sample, envelope: JSON.stringify(reply) };
+}
+
+function record(e, sample) {
+  e.prefill.push(sample.prefill);
+  e.decode.push(sample.decode);
+  e.wall.push(sample.wall);
 }
 
 const median = (v) => {
@@ -56,10 +59,22 @@ const median = (v) => {
 };
 
 const engines = { ours: await engineFor(oursPkg), official: await engineFor(officialPkg) };
-for (const e of Object.values(engines)) await once(e, entries[0], false);  // warm-up
+const inputs = bench.steps.map((step) => step.input);
+for (const e of Object.values(engines)) once(e, inputs[0]);  // warm-up
+let matched = 0;
 for (let r = 0; r < runs; ++r)
-  for (const entry of entries)
-    for (const e of Object.values(engines)) await once(e, entry, true);
+  for (const input of inputs) {
+    const a = once(engines.ours, input);
+    const b = once(engines.official, input);
+    if (a.envelope !== b.envelope) continue;
+    ++matched;
+    record(engines.ours, a.sample);
+    record(engines.official, b.sample);
+  }
+if (matched === 0) {
+  console.error("bench-wasm: the engines never gave the same envelope; no comparison");
+  process.exit(1);
+}
 
 const summary = {};
 for (const [name, e] of Object.entries(engines))
@@ -75,11 +90,11 @@ const ratio = {
   wall: summary.official.wall_seconds_per_turn / summary.ours.wall_seconds_per_turn,
 };
 if (args.includes("--json")) {
-  console.log(JSON.stringify({ model, tokens, runs, summary, ratio }));
+  console.log(JSON.stringify({ model, tokens, runs, matched, summary, ratio }));
 } else {
   console.log(
-    `${path.basename(model)}, ${entries.length} turns x ${runs} runs, max ${tokens} new tokens, ` +
-      `node ${process.versions.node}, medians:`,
+    `${path.basename(model)}, ${inputs.length} turns x ${runs} runs, max ${tokens} new tokens, ` +
+      `node ${process.versions.node}; ${matched} runs with equal envelopes, their medians:`,
   );
   console.log("| engine | prefill tok/s | decode tok/s | wall s per turn |");
   console.log("|---|---|---|---|");

@@ -4,8 +4,8 @@
 #      module, simd128 included, to the scalar reference;
 #   2. end to end through the official npm wrapper: our needle.js/needle.wasm dropped into a copy
 #      of @tyler71/cactus-needle2 must answer like native `build/needle run` (built with
-#      scripts/build.sh if absent) and like the official wasm, turn by turn
-#      (scripts/wasm-envelopes.mjs);
+#      scripts/build.sh if absent), like the engine's session goldens and like the official wasm
+#      itself, turn by turn (scripts/wasm-envelopes.mjs);
 #   3. speed against the official wasm in the same node process (scripts/bench-wasm.mjs; reported,
 #      not enforced: this machine is shared).
 # Prints the seconds of every step; exits non-zero if any check fails.
@@ -45,6 +45,5 @@ step "kernel tests (node)" node build-wasm/needle_kernel_tests.js
 step "envelopes: ours = native = official (npm wrapper)" \
   node scripts/wasm-envelopes.mjs build-wasm/pkg-ours "$npm_dir/node_modules/$pkg" build/needle
 step "speed: ours vs the official wasm" \
-  node scripts/bench-wasm.mjs build-wasm/pkg-ours "$npm_dir/node_modules/$pkg" \
-  tests/data/models/official-geometry.cact
+  node scripts/bench-wasm.mjs build-wasm/pkg-ours "$npm_dir/node_modules/$pkg"
 echo "=== test-wasm: all passed in $((SECONDS - t_start)) s"
