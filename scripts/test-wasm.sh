@@ -43,7 +43,8 @@ step "npm package (official, and ours inside a copy)" fetch_official
 
 step "kernel tests (node)" node build-wasm/needle_kernel_tests.js
 step "envelopes: ours = native = official (npm wrapper)" \
-  node scripts/wasm-envelopes.mjs build-wasm/pkg-ours "$npm_dir/node_modules/$pkg" build/needle
+  node scripts/wasm-envelopes.mjs build-wasm/pkg-ours "$npm_dir/node_modules/$pkg" build/needle \
+  --official-turns 8
 step "speed: ours vs the official wasm" \
   node scripts/bench-wasm.mjs build-wasm/pkg-ours "$npm_dir/node_modules/$pkg"
 echo "=== test-wasm: all passed in $((SECONDS - t_start)) s"
