@@ -16,9 +16,11 @@
 #include <string>
 #include <vector>
 
+#include "kernels/arm/kernels_arm.h"
 #include "kernels/cpu_features.h"
 #include "kernels/cq_int8.h"
 #include "kernels/dispatch.h"
+#include "kernels/wasm/kernels_wasm.h"
 
 namespace {
 
@@ -47,8 +49,16 @@ std::vector<Variant> Variants() {
   if (k::GetCpuFeatures().avx2 && k::GetCpuFeatures().fma && k::GetCpuFeatures().f16c)
     REQUIRE(out.size() >= 2);
 #endif
+#if defined(NEEDLE_ARM)
+  REQUIRE(out.size() >= 4);  // scalar and neon, each with both exponentials
+  if (k::GetCpuFeatures().dotprod) {
+    REQUIRE(out.size() >= 6);
+    REQUIRE(out.back().attend == &k::AttendI8Dotprod);
+  }
+#endif
 #if defined(NEEDLE_WASM)
-  REQUIRE(out.size() >= 2);  // scalar and simd128
+  REQUIRE(out.size() >= 4);  // scalar and simd128, each with both exponentials
+  REQUIRE(out.back().attend == &k::AttendI8Simd128);
 #endif
   REQUIRE(out.front().name == "scalar");
   REQUIRE(out.front().attend == &k::AttendI8Reference);

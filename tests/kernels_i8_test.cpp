@@ -16,10 +16,12 @@
 
 #include "base/fp16.h"
 #include "format/cact.h"
+#include "kernels/arm/kernels_arm.h"
 #include "kernels/cpu_features.h"
 #include "kernels/cq_int8.h"
 #include "kernels/cq_int8_x86.h"
 #include "kernels/dispatch.h"
+#include "kernels/wasm/kernels_wasm.h"
 #include "model/weights.h"
 #include "test_util.h"
 
@@ -34,45 +36,66 @@ struct Variant {
   k::CqQuantizeI8Fn quantize;
   k::CqGemmI8Fn gemm;
   k::DotI8Fn dot;
-  bool x86_layout;  // q layout of cq_int8_x86.h (else column order)
+  // Position of column k of a group in the table's q layout (cq_int8_x86.h, arm/kernels_arm.h).
+  size_t (*position)(uint32_t bits, size_t k);
 };
+
+size_t ColumnOrder(uint32_t /*bits*/, size_t k) { return k; }
+
+size_t (*LayoutOf(const std::string& isa))(uint32_t, size_t) {
+  if (isa == "neon" || isa == "dotprod") return &k::I8LayoutPositionArm;
+  if (isa == "simd128") return &k::I8LayoutPositionWasm;
+  if (isa == "scalar") return &ColumnOrder;
+  return &k::I8LayoutPositionX86;
+}
 
 std::vector<Variant> Variants() {
   std::vector<Variant> out;
   for (const std::string& isa : k::AvailableIsas()) {
     const k::KernelTable& t = k::KernelsFor(isa);
-    out.push_back({isa, t.cq_quantize_i8, t.cq_gemm_i8, t.dot_i8, isa != "scalar"});
+    out.push_back({isa, t.cq_quantize_i8, t.cq_gemm_i8, t.dot_i8, LayoutOf(isa)});
   }
 #if defined(NEEDLE_X86)
   if (k::BestIsa() >= k::Isa::kAvx512) {
-    out.push_back({"avx512-bw", &k::CqQuantizeI8Avx512, &k::CqGemmI8Avx512, &k::DotI8Avx512, true});
+    out.push_back({"avx512-bw", &k::CqQuantizeI8Avx512, &k::CqGemmI8Avx512, &k::DotI8Avx512,
+                   &k::I8LayoutPositionX86});
     if (k::GetCpuFeatures().avx512vnni)
       out.push_back({"avx512-vnni", &k::CqQuantizeI8Avx512, &k::CqGemmI8Avx512Vnni,
-                     &k::DotI8Avx512Vnni, true});
+                     &k::DotI8Avx512Vnni, &k::I8LayoutPositionX86});
     if (k::GetCpuFeatures().avx512vnni && k::GetCpuFeatures().avx512vbmi)
       out.push_back({"avx512-vbmi", &k::CqQuantizeI8Avx512, &k::CqGemmI8Avx512Vbmi,
-                     &k::DotI8Avx512Vnni, true});
+                     &k::DotI8Avx512Vnni, &k::I8LayoutPositionX86});
   }
+#endif
+#if defined(NEEDLE_ARM)
+  // Both ARM dot flavours whenever the CPU has SDOT (the table uses only the dotprod one).
+  if (k::GetCpuFeatures().dotprod)
+    out.push_back({"neon-quantizer+dotprod-gemm", &k::CqQuantizeI8Neon, &k::CqGemmI8Dotprod,
+                   &k::DotI8Dotprod, &k::I8LayoutPositionArm});
 #endif
   return out;
 }
 
-// On an x86 CPU with AVX2 the fast tables must be there: a test that only compares the reference
-// with itself would pass vacuously.
+// On an x86 CPU with AVX2 (every AArch64 CPU: NEON) the fast tables must be there: a test that only
+// compares the reference with itself would pass vacuously.
 void RequireFastVariants(const std::vector<Variant>& variants) {
 #if defined(NEEDLE_X86)
   if (k::GetCpuFeatures().avx2 && k::GetCpuFeatures().fma && k::GetCpuFeatures().f16c)
     REQUIRE(variants.size() >= 2);
 #endif
+#if defined(NEEDLE_ARM)
+  REQUIRE(variants.size() >= 2);
+  REQUIRE(variants[1].name == "neon");
+  if (k::GetCpuFeatures().dotprod) REQUIRE(variants.size() >= 3);
+#endif
 #if defined(NEEDLE_WASM)
-  REQUIRE(variants.size() == 2);  // scalar and simd128
+  REQUIRE(variants.size() == 2);
+  REQUIRE(variants[1].name == "simd128");
 #endif
   REQUIRE(variants.front().name == "scalar");
 }
 
-size_t Position(const Variant& v, uint32_t bits, size_t k) {
-  return v.x86_layout ? k::I8LayoutPositionX86(bits, k) : k;
-}
+size_t Position(const Variant& v, uint32_t bits, size_t k) { return v.position(bits, k); }
 
 // A random CQ matrix (group 128) with its storage and int8 codebook.
 struct TestMatrix {

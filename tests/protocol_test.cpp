@@ -16,23 +16,43 @@ const char* kAlarm =
 
 }  // namespace
 
-TEST_CASE("a branch token that closes its value and opens the next key ends the branch",
+TEST_CASE("a branch ends at the byte that leaves its value, not at a number's delimiter",
           "[protocol]") {
+  // Measured on the engine (doc/PROTOCOL-NOTES.md item 2): small-crafted-0.5, TYPES tools, an
+  // integer enum `minute` whose branch winner `0` runs on through `,"hour":` into the digits of
+  // `hour` (24 tokens, 23 of them uncharged: returned = max_tokens + 23 from -n 45 on, where a
+  // separate branch at `hour` would need 6 more tokens of budget).
   const grammar::CallGrammar g(grammar::BuildCallSchema({kAlarm}));
   grammar::GrammarState s = g.Start();
   REQUIRE(g.Feed(s, R"([{"name":"set_alarm","arguments":{"room":)"));
   REQUIRE(g.ArgumentValueStart(s) >= 0);
+  grammar::GrammarState copy;
+  grammar::CallGrammar::CopyState(s, &copy);
   CHECK_FALSE(g.FeedClosesArgumentValue(s, "\"kit"));
-  // `","` closes the string and opens the next key: the stack is deeper again (inside the key),
-  // but the value was closed inside the token.
+  CHECK(g.FeedClosesArgumentValue(copy, "\"kitchen\""));  // the closing quote alone: done
+  // `","` closes the string and opens the next key: the value was closed inside the token.
   CHECK(g.FeedClosesArgumentValue(s, "\",\""));
   CHECK(s.depth > 3);
   REQUIRE(g.Feed(s, R"(hour":)"));
   CHECK_FALSE(g.FeedClosesArgumentValue(s, "7"));  // a number stays open until a delimiter
-  CHECK(g.FeedClosesArgumentValue(s, ",\""));
+  // ... and its `,` goes straight on to the next key: the branch goes on.
+  CHECK_FALSE(g.FeedClosesArgumentValue(s, ",\""));
   REQUIRE(g.Feed(s, R"(on":)"));
   CHECK(g.FeedClosesArgumentValue(s, "true"));
   CHECK(g.FeedClosesArgumentValue(s, "x"));  // rejected bytes end the branch too
+  // A number closed by the object's `}`: done (the arguments object is closed).
+  s = g.Start();
+  REQUIRE(g.Feed(s, R"([{"name":"set_alarm","arguments":{"hour":)"));
+  CHECK_FALSE(g.FeedClosesArgumentValue(s, "12"));
+  CHECK(g.FeedClosesArgumentValue(s, "}"));
+  // An integer enum literal: complete after `0` for the grammar, still open for the engine.
+  const grammar::CallGrammar ge(grammar::BuildCallSchema(
+      {R"({"name":"set_alarm","parameters":{"type":"object","properties":{"minute":{"type":"integer","enum":[0,15,30,45]},"hour":{"type":"integer"}},"required":["minute"]}})"}));
+  s = ge.Start();
+  REQUIRE(ge.Feed(s, R"([{"name":"set_alarm","arguments":{"minute":)"));
+  REQUIRE(ge.ArgumentValueStart(s) >= 0);
+  CHECK_FALSE(ge.FeedClosesArgumentValue(s, "0"));
+  CHECK_FALSE(ge.FeedClosesArgumentValue(s, ","));
 }
 
 TEST_CASE("validation: engine grounding form, length floors, generation order, enums skipped",

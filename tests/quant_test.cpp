@@ -14,6 +14,7 @@
 #include "base/error.h"
 #include "base/fp16.h"
 #include "format/cact.h"
+#include "kernels/arm/kernels_arm.h"
 #include "kernels/cpu_features.h"
 #include "kernels/fwht.h"
 #include "quant/codebooks.h"
@@ -417,8 +418,10 @@ TEST_CASE("Every compiled FWHT ISA is bit-identical to the reference", "[quant]"
   std::mt19937 gen(11);
   std::uniform_real_distribution<float> dist(-100.0f, 100.0f);
   const Isa best = needle::kernels::BestIsa();
-  for (Isa isa : {Isa::kScalar, Isa::kNeon, Isa::kAvx2, Isa::kAvx512}) {
-    if (isa > best) continue;
+  size_t isas = 0;
+  for (Isa isa : {Isa::kScalar, Isa::kNeon, Isa::kDotprod, Isa::kAvx2, Isa::kAvx512}) {
+    if (!needle::kernels::IsaSupported(isa)) continue;
+    ++isas;
     needle::kernels::SetIsaLimit(isa);
     INFO("isa " << needle::kernels::IsaName(needle::kernels::ActiveIsa()));
     for (size_t n = 1; n <= 4096; n *= 2) {
@@ -441,8 +444,21 @@ TEST_CASE("Every compiled FWHT ISA is bit-identical to the reference", "[quant]"
         CHECK(std::memcmp(ref.data(), avx.data(), n * sizeof(float)) == 0);
       }
 #endif
+#if defined(NEEDLE_ARM)
+      if (n >= 8) {
+        std::vector<float> neon = x, uneon = x;
+        needle::kernels::FwhtNeon(neon.data(), n);
+        needle::kernels::FwhtUnnormalizedNeon(uneon.data(), n);
+        CHECK(std::memcmp(ref.data(), neon.data(), n * sizeof(float)) == 0);
+        CHECK(std::memcmp(uref.data(), uneon.data(), n * sizeof(float)) == 0);
+      }
+#endif
     }
   }
+#if defined(NEEDLE_ARM)
+  CHECK(isas >= 2);  // scalar and neon at least
+#endif
+  CHECK(isas >= 1);
   needle::kernels::SetIsaLimit(best);
   CHECK(needle::kernels::ActiveIsa() == best);
 }
@@ -451,6 +467,21 @@ TEST_CASE("ISA names parse and the limit clamps to the CPU", "[quant]") {
   using needle::kernels::Isa;
   CHECK(needle::kernels::ParseIsa("scalar") == Isa::kScalar);
   CHECK(needle::kernels::ParseIsa("avx2") == Isa::kAvx2);
+  CHECK(needle::kernels::ParseIsa("neon") == Isa::kNeon);
+  CHECK(needle::kernels::ParseIsa("dotprod") == Isa::kDotprod);
+  // The other architecture's levels are never supported; limiting to one of them means scalar.
+#if defined(NEEDLE_ARM)
+  CHECK(needle::kernels::IsaSupported(Isa::kNeon));
+  CHECK_FALSE(needle::kernels::IsaSupported(Isa::kAvx2));
+  CHECK(needle::kernels::SetIsaLimit(Isa::kAvx2) == needle::kernels::BestIsa());
+  CHECK(needle::kernels::SetIsaLimit(Isa::kNeon) == Isa::kNeon);
+  CHECK(needle::kernels::BestIsa() ==
+        (needle::kernels::GetCpuFeatures().dotprod ? Isa::kDotprod : Isa::kNeon));
+#elif defined(NEEDLE_X86)
+  CHECK_FALSE(needle::kernels::IsaSupported(Isa::kNeon));
+  CHECK_FALSE(needle::kernels::IsaSupported(Isa::kDotprod));
+  CHECK(needle::kernels::SetIsaLimit(Isa::kDotprod) == Isa::kScalar);
+#endif
   CHECK(needle::kernels::ParseIsa("auto") == needle::kernels::BestIsa());
   CHECK_FALSE(needle::kernels::ParseIsa("sse9").has_value());
   CHECK(needle::kernels::SetIsaLimit(Isa::kScalar) == Isa::kScalar);

@@ -82,3 +82,35 @@ TEST_CASE("the peak RSS can be reset between bench points", "[report]") {
   const uint64_t reset = PeakRssBytes();
   CHECK(reset + (64u << 20) <= high);
 }
+
+TEST_CASE("the CPU model comes from /proc/cpuinfo: x86 model name, ARM board and MIDR core",
+          "[report]") {
+  // A Raspberry Pi 5's /proc/cpuinfo (first core and the board lines).
+  const std::string pi5 =
+      "processor\t: 0\nBogoMIPS\t: 108.00\n"
+      "Features\t: fp asimd evtstrm aes pmull sha1 sha2 crc32 atomics fphp asimdhp cpuid "
+      "asimdrdm lrcpc dcpop asimddp\n"
+      "CPU implementer\t: 0x41\nCPU architecture: 8\nCPU variant\t: 0x4\nCPU part\t: 0xd0b\n"
+      "CPU revision\t: 1\n\nprocessor\t: 1\nCPU implementer\t: 0x41\nCPU part\t: 0xd03\n\n"
+      "Revision\t: d04170\nSerial\t\t: 1234\nModel\t\t: Raspberry Pi 5 Model B Rev 1.0\n";
+  CHECK(CpuModelFromCpuinfo(pi5, 0) == "Raspberry Pi 5 Model B Rev 1.0 (ARM Cortex-A76 r4p1)");
+  // The sysfs MIDR wins over the cpuinfo lines.
+  CHECK(CpuModelFromCpuinfo(pi5, 0x410fd083) ==
+        "Raspberry Pi 5 Model B Rev 1.0 (ARM Cortex-A72 r0p3)");
+  CHECK(ArmCoreName(0x414fd0b1) == "ARM Cortex-A76 r4p1");
+  CHECK(ArmCoreName(0x61ff0221) == "implementer 0x61 part 0x022 r15p1");
+  const std::string x86 =
+      "processor\t: 0\nvendor_id\t: AuthenticAMD\nmodel name\t: AMD EPYC 7B13 64-Core "
+      "Processor\nflags\t\t: fpu vme\n";
+  CHECK(CpuModelFromCpuinfo(x86, 0) == "AMD EPYC 7B13 64-Core Processor");
+  CHECK(CpuModelFromCpuinfo("", 0).empty());
+  SystemInfo sys = GetSystemInfo();
+  CHECK_FALSE(sys.cpu_model.empty());
+  sys.isas = {"scalar", "neon", "dotprod"};
+  BenchRecord r;
+  r.isa = "dotprod";
+  const auto j = nlohmann::json::parse(Render({r}, sys, BenchFormat::kJsonl));
+  CHECK(j["isa"] == "dotprod");
+  CHECK(j["system"]["isas"].size() == 3);
+  CHECK(j["system"]["cpu"] == sys.cpu_model);
+}

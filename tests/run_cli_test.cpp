@@ -5,6 +5,7 @@
 #include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "test_util.h"
 
@@ -120,4 +121,46 @@ TEST_CASE("run --print-prompt with more than 5 tools shows the engine's retrieve
     }
   }
   CHECK(checked == 4);
+}
+
+TEST_CASE("run takes a JSON-array tool result as written and gives the engine's conversation",
+          "[cli][run]") {
+  // CLI11 splits a bracketed argument of a vector option into items unless told not to: the tool
+  // result `[{"status":"sent"}]` reached the model as `{"status":"sent"}` and the confidence of
+  // the later turns moved (0.2725 instead of the engine's 0.2780).
+  const CliResult p =
+      RunCli({"run", ModelPath("small.cact"), "--print-prompt", "[a,b]", "[{\"x\":1}]"});
+  REQUIRE(p.exit_code == 0);
+  CHECK(p.out.find("[a,b]<|im_end|>") != std::string::npos);
+  // The session-v2 conversation with a tool result (TYPES tools, case 11) through `needle run`:
+  // every envelope equals the engine's apart from the timing fields.
+  const json golden = json::parse(std::ifstream(DataPath("golden/session-v2/small.session.json")));
+  const json& c = golden["cases"][11];
+  REQUIRE(c["conversation"].get<bool>());
+  TempDir dir;
+  std::ofstream(dir / "tools.json") << c["tools_text"].get<std::string>();
+  std::vector<std::string> args{"run",     ModelPath("small.cact"),
+                                "--tools", dir / "tools.json",
+                                "-n",      std::to_string(c["max_tokens"].get<int>())};
+  bool has_array_input = false;
+  for (const json& step : c["steps"]) {
+    args.push_back(step["input"].get<std::string>());
+    has_array_input = has_array_input || args.back().front() == '[';
+  }
+  REQUIRE(has_array_input);
+  const CliResult r = RunCli(args);
+  REQUIRE(r.exit_code == 0);
+  std::istringstream lines(r.out);
+  std::string line;
+  size_t si = 0;
+  for (; std::getline(lines, line) && si < c["steps"].size(); ++si) {
+    json ours = json::parse(line), theirs = c["steps"][si]["reply"];
+    for (const char* k : {"prefill_tps", "decode_tps", "peak_ram_mb"}) {
+      ours.erase(k);
+      theirs.erase(k);
+    }
+    INFO("step " << si);
+    CHECK(ours.dump() == theirs.dump());
+  }
+  CHECK(si == c["steps"].size());
 }

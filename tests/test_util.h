@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -18,6 +19,14 @@ inline std::string DataPath(const std::string& rel) {
   return std::string(NEEDLE_TEST_DATA) + "/" + rel;
 }
 inline std::string ModelPath(const std::string& name) { return DataPath("models/" + name); }
+
+// The lines of a text (a last line without its newline included).
+inline std::vector<std::string> Lines(const std::string& text) {
+  std::vector<std::string> out;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) out.push_back(line);
+  return out;
+}
 
 inline std::vector<uint8_t> ReadBytes(const std::string& path) {
   std::ifstream f(path, std::ios::binary);

@@ -1,10 +1,12 @@
 // needle bench: load time, prefill and decode throughput and peak RSS over a cross product of
-// parameters (threads x prompt tokens x generated tokens x ISA), with warm-up, repetitions,
-// medians and raw samples (llama-bench style). Not a test: numbers depend on the machine.
+// parameters (models x numerics x ISA x threads x prompt tokens x generated tokens), with warm-up,
+// repetitions, medians and raw samples (llama-bench style); each row is printed as its point
+// finishes. Not a test: numbers depend on the machine.
 #include <fmt/format.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <random>
 
 #include "base/error.h"
@@ -15,6 +17,7 @@
 #include "model/decoder.h"
 #include "options.h"
 #include "report/bench_record.h"
+#include "report/log.h"
 #include "report/system.h"
 #include "report/timer.h"
 
@@ -23,7 +26,9 @@ namespace needle::cli {
 namespace {
 
 struct BenchArgs {
-  ModelArgs model;
+  std::vector<std::string> models;  // positional MODEL.cact... then -m a.cact,b.cact
+  std::vector<std::string> model_list;
+  bool no_mmap = false;
   std::vector<int> threads{0};
   std::vector<int> prompt_tokens{128};
   std::vector<int> gen_tokens{32};
@@ -60,80 +65,92 @@ void RunBench(const BenchArgs& a) {
   if (a.repetitions < 1 || a.warmup < 0)
     Fail<UsageError>("-r/--repetitions must be >= 1 and --warmup >= 0 (got {} and {})",
                      a.repetitions, a.warmup);
-  report::Stopwatch load_watch;
-  const format::CactFile file = format::CactFile::Open(
-      a.model.path, a.model.no_mmap ? format::LoadMode::kRead : format::LoadMode::kMmapPrefault);
-  const model::Model model(file);
-  const double load_seconds = load_watch.Seconds();
-  const std::string sha = format::Sha256Hex(file.bytes());
-  const auto& g = file.geometry();
-
+  std::vector<std::string> models = a.models;
+  models.insert(models.end(), a.model_list.begin(), a.model_list.end());
+  if (models.empty()) Fail<UsageError>("no model: give MODEL.cact or -m a.cact,b.cact");
   std::vector<std::string> isas = a.isas;
   if (isas.empty()) isas.push_back(kernels::ActiveKernels().isa);
-  const bool progress = ::isatty(STDERR_FILENO) && a.output == "md" && !a.json;
+  for (const std::string& isa : isas) (void)kernels::KernelsFor(isa);  // refused before any run
+  const bool progress =
+      ::isatty(STDERR_FILENO) && a.output == "md" && !a.json && report::LogEnabled("info");
 
-  std::vector<report::BenchRecord> records;
-  for (const std::string& numerics : a.numerics)
-    for (const std::string& isa : isas) {
-      const kernels::KernelTable& table = kernels::KernelsFor(isa);
-      for (int threads_opt : a.threads) {
-        const int threads = threads_opt > 0 ? threads_opt : ThreadArgs{threads_opt}.Resolve();
-        for (int pp : a.prompt_tokens) {
-          for (int tg : a.gen_tokens) {
-            if (pp < 1) Fail<UsageError>("--prompt-tokens must be >= 1 (got {})", pp);
-            if (tg < 0) Fail<UsageError>("--gen-tokens must be >= 0 (got {})", tg);
-            model::DecoderConfig cfg;
-            cfg.kv_window = g.kv_window;
-            cfg.sink_len = g.kv_window ? std::min<uint32_t>(static_cast<uint32_t>(pp), 64) : 0;
-            cfg.max_positions = static_cast<uint32_t>(pp + tg + 1);
-            cfg.threads = threads;
-            cfg.kernels = &table;
-            cfg.path = model::ParseNumericPath(numerics);
-            report::ResetPeakRss();  // per-point peak (earlier points' buffers are freed)
-            model::Decoder dec(model, cfg);
-            const std::vector<int32_t> prompt = MakePrompt(g.vocab, pp, a.seed);
-            std::vector<float> logits(g.vocab);
+  report::SystemInfo sys = report::GetSystemInfo();
+  sys.isas = kernels::AvailableIsas();
+  report::BenchWriter writer(report::ParseBenchFormat(a.json ? "json" : a.output), sys);
+  auto emit = [](const std::string& text) {
+    fmt::print("{}", text);
+    std::fflush(stdout);
+  };
+  emit(writer.Begin());
+  for (const std::string& model_path : models) {
+    report::Stopwatch load_watch;
+    const format::CactFile file = format::CactFile::Open(
+        model_path, a.no_mmap ? format::LoadMode::kRead : format::LoadMode::kMmapPrefault);
+    const model::Model model(file);
+    const double load_seconds = load_watch.Seconds();
+    const std::string sha = format::Sha256Hex(file.bytes());
+    const auto& g = file.geometry();
+    for (const std::string& numerics : a.numerics)
+      for (const std::string& isa : isas) {
+        const kernels::KernelTable& table = kernels::KernelsFor(isa);
+        for (int threads_opt : a.threads) {
+          const int threads = threads_opt > 0 ? threads_opt : ThreadArgs{threads_opt}.Resolve();
+          for (int pp : a.prompt_tokens) {
+            for (int tg : a.gen_tokens) {
+              if (pp < 1) Fail<UsageError>("--prompt-tokens must be >= 1 (got {})", pp);
+              if (tg < 0) Fail<UsageError>("--gen-tokens must be >= 0 (got {})", tg);
+              model::DecoderConfig cfg;
+              cfg.kv_window = g.kv_window;
+              cfg.sink_len = g.kv_window ? std::min<uint32_t>(static_cast<uint32_t>(pp), 64) : 0;
+              cfg.max_positions = static_cast<uint32_t>(pp + tg + 1);
+              cfg.threads = threads;
+              cfg.kernels = &table;
+              cfg.path = model::ParseNumericPath(numerics);
+              report::ResetPeakRss();  // per-point peak (earlier points' buffers are freed)
+              model::Decoder dec(model, cfg);
+              const std::vector<int32_t> prompt = MakePrompt(g.vocab, pp, a.seed);
+              std::vector<float> logits(g.vocab);
 
-            report::BenchRecord r;
-            r.model = a.model.path;
-            r.model_sha256 = sha;
-            r.model_bytes = file.bytes().size();
-            r.isa = table.isa;
-            r.path = model::NumericPathName(cfg.path);
-            r.threads = threads;
-            r.prompt_tokens = pp;
-            r.gen_tokens = tg;
-            r.repetitions = a.repetitions;
-            r.load_seconds = load_seconds;
-            for (int rep = -a.warmup; rep < a.repetitions; ++rep) {
-              if (progress)
-                fmt::print(stderr, "\r{} {} t={} pp={} tg={}: {} {}/{}   ", numerics, table.isa,
-                           threads, pp, tg, rep < 0 ? "warm-up" : "run",
-                           rep < 0 ? rep + a.warmup + 1 : rep + 1,
-                           rep < 0 ? a.warmup : a.repetitions);
-              dec.Reset();
-              report::Stopwatch pw;
-              dec.Prefill(prompt, logits);
-              const double prefill_s = pw.Seconds();
-              report::Stopwatch dw;
-              for (int i = 0; i < tg; ++i) dec.Step(Argmax(logits), logits);
-              const double decode_s = dw.Seconds();
-              if (rep < 0) continue;
-              r.prefill_tok_s.push_back(pp / prefill_s);
-              if (tg > 0) r.decode_tok_s.push_back(tg / decode_s);
+              report::BenchRecord r;
+              r.model = model_path;
+              r.model_sha256 = sha;
+              r.model_bytes = file.bytes().size();
+              r.isa = table.isa;
+              r.path = model::NumericPathName(cfg.path);
+              r.threads = threads;
+              r.prompt_tokens = pp;
+              r.gen_tokens = tg;
+              r.repetitions = a.repetitions;
+              r.load_seconds = load_seconds;
+              for (int rep = -a.warmup; rep < a.repetitions; ++rep) {
+                if (progress)
+                  fmt::print(stderr, "\r{} {} t={} pp={} tg={}: {} {}/{}   ", numerics, table.isa,
+                             threads, pp, tg, rep < 0 ? "warm-up" : "run",
+                             rep < 0 ? rep + a.warmup + 1 : rep + 1,
+                             rep < 0 ? a.warmup : a.repetitions);
+                dec.Reset();
+                report::Stopwatch pw;
+                dec.Prefill(prompt, logits);
+                const double prefill_s = pw.Seconds();
+                report::Stopwatch dw;
+                for (int i = 0; i < tg; ++i) dec.Step(Argmax(logits), logits);
+                const double decode_s = dw.Seconds();
+                if (rep < 0) continue;
+                r.prefill_tok_s.push_back(pp / prefill_s);
+                if (tg > 0) r.decode_tok_s.push_back(tg / decode_s);
+              }
+              r.peak_rss_bytes = report::PeakRssBytes();
+              r.weight_bytes_per_token = model::WeightBytesPerToken(
+                  model.weights(), cfg.path == model::NumericPath::kOfficial);
+              r.read_bytes_per_s = report::MeasureReadBandwidth(r.weight_bytes_per_token, 0.05);
+              if (progress) fmt::print(stderr, "\r{:60}\r", "");
+              emit(writer.Row(r));
             }
-            r.peak_rss_bytes = report::PeakRssBytes();
-            r.weight_bytes_per_token = model::WeightBytesPerToken(
-                model.weights(), cfg.path == model::NumericPath::kOfficial);
-            r.read_bytes_per_s = report::MeasureReadBandwidth(r.weight_bytes_per_token, 0.05);
-            records.push_back(std::move(r));
           }
         }
       }
-    }
-  if (progress) fmt::print(stderr, "\r{:60}\r", "");
-  const auto fmt_kind = report::ParseBenchFormat(a.json ? "json" : a.output);
-  fmt::print("{}", report::Render(records, report::GetSystemInfo(), fmt_kind));
+  }
+  emit(writer.End());
 }
 
 }  // namespace
@@ -144,7 +161,13 @@ void RegisterBench(CLI::App& app) {
       "Measure load time, prefill/decode throughput and peak RSS (parameter lists run as "
       "a cross product)");
   auto a = std::make_shared<BenchArgs>();
-  a->model.Attach(cmd);
+  cmd->add_option("model", a->models, "Model files (.cact); -m adds more")
+      ->type_name("MODEL.cact...");
+  cmd->add_option("-m,--models", a->model_list,
+                  "Models to compare, e.g. a.cact,b.cact (after the MODEL arguments)")
+      ->delimiter(',');
+  cmd->add_flag("--no-mmap", a->no_mmap,
+                "Read the models into memory instead of memory-mapping them");
   cmd->add_option("-t,--threads", a->threads, "Thread counts, e.g. 1,2 (0 = all cores)")
       ->capture_default_str()
       ->delimiter(',')
@@ -160,7 +183,8 @@ void RegisterBench(CLI::App& app) {
       ->capture_default_str()
       ->delimiter(',');
   cmd->add_option("--isa", a->isas,
-                  "Kernel ISAs to compare, e.g. scalar,avx2,avx512 (default: fastest)")
+                  "Kernel ISAs to compare, e.g. scalar,avx2,avx512 or scalar,neon,dotprod "
+                  "(default: fastest)")
       ->delimiter(',');
   cmd->add_option("-r,--repetitions", a->repetitions, "Measured repetitions per point")
       ->capture_default_str()
@@ -169,10 +193,13 @@ void RegisterBench(CLI::App& app) {
       ->capture_default_str()
       ->check(CLI::Range(0, 100));
   cmd->add_option("--seed", a->seed, "Seed of the random prompt ids")->capture_default_str();
-  cmd->add_option("-o,--output", a->output, "Output format: md, json, jsonl, csv")
-      ->capture_default_str()
-      ->check(CLI::IsMember({"md", "json", "jsonl", "csv"}));
-  cmd->add_flag("--json", a->json, "Same as -o json");
+  auto* output =
+      cmd->add_option("-o,--output", a->output,
+                      "Output format: md (Markdown table), json, jsonl, csv, sql (CREATE TABLE + "
+                      "INSERTs)")
+          ->capture_default_str()
+          ->check(CLI::IsMember({"md", "json", "jsonl", "csv", "sql"}));
+  cmd->add_flag("--json", a->json, "Same as -o json")->excludes(output);
   cmd->callback([a] { RunBench(*a); });
 }
 

@@ -2,9 +2,16 @@
 // (grammar-constrained calls, PROTOCOL.md sections 2-5); prints the reply envelope JSON per turn.
 // Several queries form one conversation (a query after a turn with calls is a tool result).
 // --raw decodes without the protocol (plain greedy) and prints the generated text.
+// --batch answers independent JSONL requests on one loaded model (session::SessionPool).
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <iterator>
 #include <nlohmann/json.hpp>
@@ -17,8 +24,11 @@
 #include "grammar/schema.h"
 #include "kernels/dispatch.h"
 #include "options.h"
+#include "report/log.h"
 #include "report/system.h"
 #include "report/timer.h"
+#include "session/pool.h"
+#include "session/request.h"
 #include "session/session.h"
 #include "text/json_text.h"
 #include "text/prompt.h"
@@ -37,6 +47,8 @@ struct RunArgs {
   std::string prefix_cache;
   std::string system;
   std::vector<std::string> queries;
+  std::string query_file;  // -f: the first query's text
+  std::string batch_path;  // --batch: JSONL requests
   std::string isa;
   int64_t max_tokens = 256;  // checked: 0 <= max_tokens <= the model's max_seq_len
   bool print_prompt = false;
@@ -44,16 +56,6 @@ struct RunArgs {
   bool verbose = false;
   bool trace = false;
 };
-
-// The tools text, read to EOF (a file, a pipe such as `--tools <(cat t.json)`, or '-' = stdin).
-std::string ReadTools(const std::string& path) {
-  if (path.empty()) return "";
-  if (path == "-") {
-    return std::string(std::istreambuf_iterator<char>(std::cin), {});
-  }
-  const std::vector<uint8_t> b = format::ReadFileBytes(path);
-  return std::string(b.begin(), b.end());
-}
 
 // Checks the tools text (JSON, tool objects, string names, the schema keywords the grammar
 // enforces) before the model is loaded; errors name the tools file.
@@ -118,12 +120,101 @@ void PrintPrompt(const format::CactFile& file, const RunArgs& a, const std::stri
       prefix.size(), prefix_text, turn.size(), turn_text, IdsJoined(prefix), IdsJoined(turn));
 }
 
-void Run(const RunArgs& a) {
+// -f FILE: the query is the file's text without its final line break (LF or CRLF).
+std::string ReadQueryFile(const std::string& path) {
+  std::string q = ReadTextInput(path);
+  if (!q.empty() && q.back() == '\n') {
+    q.pop_back();
+    if (!q.empty() && q.back() == '\r') q.pop_back();
+  }
+  return q;
+}
+
+// -v: the turn's ids, texts, budget use and confidences, one debug log line.
+void LogVerbose(const session::Reply& reply, const session::Session& s, double load_seconds,
+                bool prefix_reused) {
+  nlohmann::ordered_json j;
+  j["turn_ids"] = reply.turn.turn_ids;
+  j["generated_ids"] = reply.turn.generated_ids;
+  j["text"] = reply.turn.text;
+  j["calls"] = reply.calls_text;
+  j["think"] = reply.think_text;
+  j["counted_tokens"] = reply.counted_tokens;
+  j["stop"] = session::StopReasonName(reply.turn.stop);
+  j["head_confidence"] = reply.head_confidence;
+  j["decode_confidence"] = reply.decode_confidence;
+  j["load_seconds"] = load_seconds;
+  j["prefix_seconds"] = s.prefix_seconds();
+  j["prefix_from_cache"] = s.prefix_from_cache();
+  j["prefix_reused"] = prefix_reused;
+  spdlog::debug("{}", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+}
+
+// --batch: one request per line, answered on one loaded model; one envelope (or error object)
+// per non-blank line on stdout, flushed line by line. Lines that fail make the exit code 1.
+void RunBatch(const RunArgs& a, const format::CactFile& file, const std::string& default_tools,
+              const session::SessionConfig& cfg, double load_seconds) {
+  const std::string label = a.batch_path == "-" ? std::string("<stdin>") : a.batch_path;
+  std::ifstream file_in;
+  std::istream* in = &std::cin;
+  if (a.batch_path != "-") {
+    std::error_code ec;
+    if (std::filesystem::is_directory(a.batch_path, ec))
+      Fail<IoError>("{}: is a directory, expected a JSONL file", label);
+    file_in.open(a.batch_path, std::ios::binary);
+    if (!file_in) Fail<IoError>("{}: cannot open: {}", label, std::strerror(errno));
+    in = &file_in;
+  }
+  session::SessionPool pool(file, cfg);
+  const uint32_t max_seq_len = file.geometry().max_seq_len;
+  std::string line;
+  size_t number = 0, failed = 0;
+  while (std::getline(*in, line)) {
+    ++number;
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (line.find_first_not_of(" \t") == std::string::npos) continue;  // blank: skipped
+    try {
+      const session::Request req = session::ParseRequest(line, /*with_expected=*/false);
+      const int64_t max_tokens = req.max_tokens.value_or(a.max_tokens);
+      if (max_tokens > static_cast<int64_t>(max_seq_len))
+        Fail<InvalidInput>("max_tokens {} is above the model's max_seq_len {}", max_tokens,
+                           max_seq_len);
+      bool reused = false;
+      session::Session& s =
+          pool.Get(req.system.value_or(a.system), req.tools.value_or(default_tools), &reused);
+      const session::Reply reply = s.Respond(req.query, static_cast<int>(max_tokens));
+      fmt::print("{}\n", reply.EnvelopeJson());
+      if (a.verbose) LogVerbose(reply, s, load_seconds, reused);
+    } catch (const Error& e) {
+      ++failed;
+      nlohmann::ordered_json j;
+      j["line"] = number;
+      j["error"] = e.what();
+      fmt::print("{}\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+    }
+    std::fflush(stdout);
+  }
+  if (in->bad()) Fail<IoError>("{}: read failed after line {}", label, number);
+  if (failed > 0) SetExitCode(1);
+}
+
+void Run(RunArgs& a) {
   if (a.max_tokens < 0) Fail<UsageError>("-n/--max-tokens must be >= 0 (got {})", a.max_tokens);
   if (a.max_tokens > static_cast<int64_t>(format::kMaxSeqLen))
     Fail<UsageError>("-n/--max-tokens {} is above the limit {} (the largest max_seq_len)",
                      a.max_tokens, format::kMaxSeqLen);
-  const std::string tools_json = ReadTools(a.tools_path);
+  if (a.verbose) report::RaiseLogLevel("debug", "-v/--verbose");
+  if (a.trace) report::RaiseLogLevel("trace", "--trace");
+  const bool batch = !a.batch_path.empty();
+  const std::string stdin_user = batch ? "--batch" : "-f";
+  if (a.tools_path == "-" && (batch ? a.batch_path : a.query_file) == "-")
+    Fail<UsageError>("--tools - and {} - both read stdin; give one of them a file", stdin_user);
+  if (!batch) {
+    if (!a.query_file.empty()) a.queries.insert(a.queries.begin(), ReadQueryFile(a.query_file));
+    if (a.queries.empty())
+      Fail<UsageError>("no query: give a QUERY argument, -f FILE or --batch FILE.jsonl");
+  }
+  const std::string tools_json = a.tools_path.empty() ? std::string() : ReadTextInput(a.tools_path);
   ValidateTools(tools_json, a.tools_path);
   report::Stopwatch load;
   const format::CactFile file = format::CactFile::Open(
@@ -138,30 +229,15 @@ void Run(const RunArgs& a) {
   cfg.numerics = model::ParseNumericPath(a.numerics.numerics);
   cfg.prefix_cache_dir = a.prefix_cache;
   cfg.kernels = a.isa.empty() ? nullptr : &kernels::KernelsFor(a.isa);
-  cfg.protocol.trace = a.trace;
+  cfg.protocol.trace = report::LogEnabled("trace");  // --trace or --log-level trace
+  if (batch) return RunBatch(a, file, tools_json, cfg, load.Seconds());
   session::Session s(file, cfg, a.system, tools_json);
   const double load_seconds = load.Seconds() - s.prefix_seconds();
   if (!a.raw) {
     for (const std::string& q : a.queries) {
       const session::Reply reply = s.Respond(q, static_cast<int>(a.max_tokens));
       fmt::print("{}\n", reply.EnvelopeJson());
-      if (a.verbose) {
-        nlohmann::ordered_json j;
-        j["turn_ids"] = reply.turn.turn_ids;
-        j["generated_ids"] = reply.turn.generated_ids;
-        j["text"] = reply.turn.text;
-        j["calls"] = reply.calls_text;
-        j["think"] = reply.think_text;
-        j["counted_tokens"] = reply.counted_tokens;
-        j["stop"] = session::StopReasonName(reply.turn.stop);
-        j["head_confidence"] = reply.head_confidence;
-        j["decode_confidence"] = reply.decode_confidence;
-        j["load_seconds"] = load_seconds;
-        j["prefix_seconds"] = s.prefix_seconds();
-        j["prefix_from_cache"] = s.prefix_from_cache();
-        fmt::print(stderr, "{}\n",
-                   j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
-      }
+      if (a.verbose) LogVerbose(reply, s, load_seconds, false);
     }
     return;
   }
@@ -188,11 +264,11 @@ void Run(const RunArgs& a) {
     return;
   }
   fmt::print("{}\n", r.text);
-  fmt::print(stderr,
-             "\n[{} tokens generated, stop: {}] load {:.3f} s | prefill {} tokens {:.1f} tok/s | "
-             "decode {:.1f} tok/s | peak RSS {:.1f} MiB\n",
-             r.generated_ids.size(), session::StopReasonName(r.stop), load_seconds, prefill_tokens,
-             prefill_tokens / std::max(prefill_seconds, 1e-9), r.decode_tps, peak_mb);
+  spdlog::info(
+      "{} tokens generated, stop: {}; load {:.3f} s | prefill {} tokens {:.1f} tok/s | decode "
+      "{:.1f} tok/s | peak RSS {:.1f} MiB",
+      r.generated_ids.size(), session::StopReasonName(r.stop), load_seconds, prefill_tokens,
+      prefill_tokens / std::max(prefill_seconds, 1e-9), r.decode_tps, peak_mb);
 }
 
 }  // namespace
@@ -202,10 +278,22 @@ void RegisterRun(CLI::App& app) {
       "run", "Answer queries with a tool list (the engine's protocol; prints reply envelopes)");
   auto a = std::make_shared<RunArgs>();
   a->model.Attach(cmd);
-  cmd->add_option("query", a->queries,
-                  "The user's query; more arguments continue the conversation (after a turn "
-                  "with calls the next one is the tool result)")
-      ->required();
+  auto* query = cmd->add_option("query", a->queries,
+                                "The user's query; more arguments continue the conversation "
+                                "(after a turn with calls the next one is the tool result)");
+  auto* query_file = cmd->add_option("-f,--file", a->query_file,
+                                     "Read the first query from a file ('-' = stdin; one final "
+                                     "line break is dropped); QUERY "
+                                     "arguments then continue the conversation")
+                         ->type_name("FILE");
+  auto* batch =
+      cmd->add_option(
+             "--batch", a->batch_path,
+             "Answer independent requests, one JSON object per line ({\"query\", \"tools\", "
+             "\"system\", \"max_tokens\"}; '-' = stdin) on one loaded model; one envelope or "
+             "{\"line\",\"error\"} per line; exit 1 if a line failed")
+          ->type_name("FILE.jsonl");
+  batch->excludes(query)->excludes(query_file);
   cmd->add_option("--tools", a->tools_path,
                   "Tools JSON file (an array of {name, description, parameters}); '-' = stdin");
   cmd->add_option("--system", a->system, "System prompt text");
@@ -216,17 +304,26 @@ void RegisterRun(CLI::App& app) {
       ->default_val(256);
   a->threads.Attach(cmd);
   a->numerics.Attach(cmd);
-  cmd->add_option("--isa", a->isa, "Force a kernel ISA (scalar, avx2, avx512); default: fastest");
-  cmd->add_flag("--print-prompt", a->print_prompt,
-                "Print the rendered prompt text and token ids, without running the model");
-  cmd->add_flag("--raw", a->raw,
-                "Plain greedy decoding of the first query without the protocol; print the text "
-                "(with --json: ids, stop reason, timings)");
-  cmd->add_flag("--trace", a->trace,
-                "Print every decoding decision (top valid tokens, branching, grounding) to stderr");
-  cmd->add_flag("-v,--verbose", a->verbose,
-                "Also print each turn's ids, generated text, budget use and Hc/Dc to stderr");
+  cmd->add_option("--isa", a->isa,
+                  "Force a kernel ISA (scalar, avx2, avx512, neon, dotprod); default: fastest");
+  auto* print_prompt =
+      cmd->add_flag("--print-prompt", a->print_prompt,
+                    "Print the rendered prompt text and token ids, without running the model");
+  auto* raw =
+      cmd->add_flag("--raw", a->raw,
+                    "Plain greedy decoding of the first query without the protocol; print the "
+                    "text (with --json: ids, stop reason, timings)");
+  cmd->add_flag(
+      "--trace", a->trace,
+      "Log every decoding decision (top valid tokens, branching, grounding) on stderr (log "
+      "level trace)");
+  cmd->add_flag(
+      "-v,--verbose", a->verbose,
+      "Also log each turn's ids, generated text, budget use and Hc/Dc on stderr (log level "
+      "debug)");
   a->output.Attach(cmd);
+  batch->excludes(print_prompt)->excludes(raw)->excludes("--json");
+  KeepBracketedArguments(cmd);  // queries and tool results that are JSON arrays
   cmd->callback([a] { Run(*a); });
 }
 

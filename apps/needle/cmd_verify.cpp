@@ -245,7 +245,7 @@ void RegisterVerify(CLI::App& app) {
                   "golden.json with reference/official entries (logit files next to it)")
       ->check(CLI::ExistingFile);
   cmd->add_option("--isa", args->isa,
-                  "Force a kernel ISA (scalar, avx2, avx512); default: fastest");
+                  "Force a kernel ISA (scalar, avx2, avx512, neon, dotprod); default: fastest");
   cmd->add_option("--max-abs", args->tol.reference_max_abs,
                   "f32 numerics, reference entries: max |diff| of the last-position logits")
       ->default_val(args->tol.reference_max_abs);

@@ -18,6 +18,7 @@ void RegisterAll(CLI::App& app) {
   RegisterTokenize(app);
   RegisterDetokenize(app);
   RegisterRun(app);
+  RegisterEval(app);
   RegisterVerify(app);
   RegisterBench(app);
 }

@@ -21,5 +21,6 @@ void RegisterDetokenize(CLI::App& app);
 void RegisterVerify(CLI::App& app);
 void RegisterBench(CLI::App& app);
 void RegisterRun(CLI::App& app);
+void RegisterEval(CLI::App& app);
 
 }  // namespace needle::cli

@@ -3,6 +3,12 @@
 
 #include <omp.h>
 
+#include <algorithm>
+#include <iostream>
+#include <iterator>
+
+#include "format/mapped_file.h"
+
 namespace needle::cli {
 
 CLI::Option* AddModelPositional(CLI::App* cmd, std::string* path) {
@@ -34,6 +40,53 @@ void NumericsArgs::Attach(CLI::App* cmd) {
                   "(upstream f32 reference)")
       ->check(CLI::IsMember({"official", "f32"}))
       ->default_val("official");
+}
+
+namespace {
+constexpr char kBracketMark = '\x1f';  // unit separator: never the start of a real argument
+std::vector<std::string>& LiteralSubcommands() {
+  static std::vector<std::string> names;
+  return names;
+}
+// Out of line: GCC 12 reports a false maybe-uninitialized when this is inlined into the
+// std::function CLI11 keeps.
+[[gnu::noinline]] std::string StripBracketMark(const std::string& s) {
+  return !s.empty() && s[0] == kBracketMark ? s.substr(1) : s;
+}
+}  // namespace
+
+void KeepBracketedArguments(CLI::App* cmd) {
+  LiteralSubcommands().push_back(cmd->get_name());
+  for (CLI::Option* opt : cmd->get_options()) {
+    opt->transform([](const std::string& s) { return StripBracketMark(s); }, "", "");
+  }
+}
+
+std::vector<std::string> ProtectBracketedArguments(const CLI::App& app, int argc,
+                                                   const char* const* argv) {
+  std::vector<std::string> args(argv + 1, argv + argc);
+  const auto& literal = LiteralSubcommands();
+  const std::vector<const CLI::App*> subs =
+      app.get_subcommands([](const CLI::App*) { return true; });
+  auto it = std::find_if(args.begin(), args.end(), [&](const std::string& a) {
+    return std::any_of(subs.begin(), subs.end(),
+                       [&](const CLI::App* sub) { return sub->check_name(a); });
+  });
+  if (it != args.end() && std::find(literal.begin(), literal.end(), *it) != literal.end()) {
+    for (++it; it != args.end(); ++it) {
+      const bool bracketed = it->size() >= 2 && it->front() == '[' && it->back() == ']';
+      if (bracketed || (!it->empty() && it->front() == kBracketMark))
+        it->insert(it->begin(), kBracketMark);
+    }
+  }
+  std::reverse(args.begin(), args.end());  // CLI11 takes them last first
+  return args;
+}
+
+std::string ReadTextInput(const std::string& path) {
+  if (path == "-") return std::string(std::istreambuf_iterator<char>(std::cin), {});
+  const std::vector<uint8_t> b = format::ReadFileBytes(path);
+  return std::string(b.begin(), b.end());
 }
 
 }  // namespace needle::cli

@@ -137,19 +137,19 @@ int32_t CallGrammar::ArgumentValueStart(const GrammarState& s) const {
 }
 
 bool CallGrammar::FeedClosesArgumentValue(GrammarState& s, std::string_view bytes) const {
-  // Frames: top, call, arguments object, value. The value is closed once the stack is back at
-  // the arguments object and that object is no longer waiting for a value (phase 2).
-  auto closed = [](const GrammarState& st) {
-    if (st.dead()) return true;
-    if (st.depth > 3) return false;
-    return !(st.depth == 3 && st.frames[2].phase == 2);
-  };
-  bool result = false;
+  // Frames: top, call, arguments object, value. The value counts as done at a byte that leaves
+  // the arguments object right after a value (phase 3) or closes it, even when a later byte of
+  // the token opens the next key (`","`). A number is closed by the delimiter after it, which
+  // goes straight on (`,` waits for a key): a branch running through `0,"hour":` continues
+  // (measured on the engine: doc/PROTOCOL-NOTES.md item 2). Our integer enum literal is complete
+  // at its last digit; the engine's number is still open there, so a digit never ends it.
+  bool done = false;
   for (char c : bytes) {
     if (!Feed(s, static_cast<uint8_t>(c))) return true;
-    result = result || closed(s);
+    done =
+        done || s.depth < 3 || (s.depth == 3 && s.frames[2].phase == 3 && !(c >= '0' && c <= '9'));
   }
-  return result;
+  return done;
 }
 
 std::string_view CallGrammar::KeyCandidate(const Frame& f, size_t i) const {

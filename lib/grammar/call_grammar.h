@@ -95,9 +95,11 @@ class CallGrammar {
   int32_t ArgumentValueStart(const GrammarState& s) const;
 
   // Feeds the bytes of one token to a state inside (or at the start of) a value of the top-level
-  // arguments object. True if the value closed at any byte of the token, even when a later byte
-  // already opens the next key (`","`, `,"` after a number), or if a byte was rejected. This is
-  // the engine's stop test for value-start branch extensions.
+  // arguments object. True if a byte of the token left the object right after the value (or
+  // closed the object), even when a later byte opens the next key (`","`), or if a byte was
+  // rejected. A number closed by `,` goes straight on to the next key and does not count, nor does
+  // the last digit of an integer enum literal. The engine's stop test for value-start branch
+  // extensions (doc/PROTOCOL-NOTES.md item 2).
   bool FeedClosesArgumentValue(GrammarState& s, std::string_view bytes) const;
 
  private:

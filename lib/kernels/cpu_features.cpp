@@ -5,6 +5,8 @@
 
 #if defined(NEEDLE_X86)
 #include <cpuid.h>
+#elif defined(NEEDLE_ARM) && defined(__aarch64__) && defined(__linux__)
+#include <sys/auxv.h>
 #endif
 
 namespace needle::kernels {
@@ -54,23 +56,45 @@ CpuFeatures Detect() {
   CpuFeatures f;
 #if defined(NEEDLE_ARM) && defined(__aarch64__)
   f.neon = true;  // Advanced SIMD is mandatory on AArch64
+#if defined(__linux__)
+  // The kernel reports what EL0 may execute (Linux uapi asm/hwcap.h: HWCAP_ASIMDDP = 1 << 20).
+  constexpr unsigned long kHwcapAsimdDp = 1ul << 20;
+  f.dotprod = (getauxval(AT_HWCAP) & kHwcapAsimdDp) != 0;
+#endif
+#endif
+#if defined(NEEDLE_WASM)
+  f.simd128 = true;  // the module is compiled with -msimd128: it runs only where SIMD128 does
 #endif
   return f;
 }
 #endif
 
 Isa Best(const CpuFeatures& f) {
-#if defined(NEEDLE_WASM)
-  (void)f;
-  return Isa::kSimd128;
-#else
   if (f.avx2 && f.fma && f.f16c) {
     if (f.avx512f && f.avx512bw && f.avx512vl && f.avx512dq) return Isa::kAvx512;
     return Isa::kAvx2;
   }
-  if (f.neon) return Isa::kNeon;
+  if (f.neon) return f.dotprod ? Isa::kDotprod : Isa::kNeon;
+  if (f.simd128) return Isa::kSimd128;
   return Isa::kScalar;
-#endif
+}
+
+// The architecture family of a level (kScalar belongs to every family).
+enum class Family { kAny, kX86, kArm, kWasm };
+Family FamilyOf(Isa isa) {
+  switch (isa) {
+    case Isa::kScalar:
+      return Family::kAny;
+    case Isa::kNeon:
+    case Isa::kDotprod:
+      return Family::kArm;
+    case Isa::kAvx2:
+    case Isa::kAvx512:
+      return Family::kX86;
+    case Isa::kSimd128:
+      return Family::kWasm;
+  }
+  return Family::kAny;
 }
 
 std::atomic<int> g_limit{-1};  // -1: no limit
@@ -88,19 +112,21 @@ const char* IsaName(Isa isa) {
       return "scalar";
     case Isa::kNeon:
       return "neon";
-    case Isa::kSimd128:
-      return "simd128";
+    case Isa::kDotprod:
+      return "dotprod";
     case Isa::kAvx2:
       return "avx2";
     case Isa::kAvx512:
       return "avx512";
+    case Isa::kSimd128:
+      return "simd128";
   }
   return "?";
 }
 
 std::optional<Isa> ParseIsa(std::string_view name) {
   if (name == "auto") return BestIsa();
-  for (Isa isa : {Isa::kScalar, Isa::kNeon, Isa::kSimd128, Isa::kAvx2, Isa::kAvx512}) {
+  for (Isa isa : {Isa::kScalar, Isa::kNeon, Isa::kDotprod, Isa::kAvx2, Isa::kAvx512, Isa::kSimd128}) {
     if (name == IsaName(isa)) return isa;
   }
   return std::nullopt;
@@ -111,12 +137,10 @@ Isa BestIsa() {
   return best;
 }
 
-bool IsaOfThisBuild(Isa isa) {
-#if defined(NEEDLE_WASM)
-  return isa == Isa::kScalar || isa == Isa::kSimd128;
-#else
-  return isa != Isa::kSimd128;
-#endif
+bool IsaSupported(Isa isa) {
+  const Isa best = BestIsa();
+  if (isa == Isa::kScalar) return true;
+  return FamilyOf(isa) == FamilyOf(best) && isa <= best;
 }
 
 Isa ActiveIsa() {
@@ -124,9 +148,8 @@ Isa ActiveIsa() {
   const Isa best = BestIsa();
   if (limit < 0 || limit >= static_cast<int>(best)) return best;
   const Isa limited = static_cast<Isa>(limit);
-  // NEON is not an x86 level, nor any level of another build's family: limiting to it means
-  // scalar.
-  return limited == Isa::kNeon || !IsaOfThisBuild(limited) ? Isa::kScalar : limited;
+  // A level of another architecture's family (NEON on x86, AVX2 below dotprod...) means scalar.
+  return FamilyOf(limited) == FamilyOf(best) ? limited : Isa::kScalar;
 }
 
 Isa SetIsaLimit(Isa isa) {

@@ -17,26 +17,32 @@ struct CpuFeatures {
   bool avx512vnni = false, avxvnni = false;
   // AVX512_VBMI (vpermb): used by the avx512 table's CQ gemm when present with AVX512_VNNI.
   bool avx512vbmi = false;
-  bool neon = false;
+  // AArch64: Advanced SIMD (mandatory) and the dot-product extension (SDOT/UDOT, ARMv8.2
+  // optional, ARMv8.4 mandatory; Linux HWCAP_ASIMDDP).
+  bool neon = false, dotprod = false;
+  // WebAssembly SIMD128: every wasm build has it (compiled with -msimd128; a runtime without it
+  // refuses the module), no native build does.
+  bool simd128 = false;
 };
 
 // Detected once (thread-safe static); all false on CPUs / builds without support.
 const CpuFeatures& GetCpuFeatures();
 
-// ISA levels in increasing order. kAvx2 means AVX2 + FMA + F16C; kAvx512 means F, BW, VL, DQ
-// (plus kAvx2's sets). kSimd128 is WebAssembly SIMD128: only wasm builds have it (and always
-// do: the module is compiled with -msimd128), and they have no other level but kScalar.
-enum class Isa : int { kScalar = 0, kNeon = 1, kSimd128 = 2, kAvx2 = 3, kAvx512 = 4 };
+// ISA levels in increasing order within each architecture's family: x86 kAvx2 (AVX2 + FMA +
+// F16C) < kAvx512 (F, BW, VL, DQ plus kAvx2's sets); AArch64 kNeon (Advanced SIMD) < kDotprod
+// (plus SDOT); WebAssembly kSimd128 alone. A level of another family is never supported
+// (IsaSupported); the order across families means nothing.
+enum class Isa : int { kScalar = 0, kNeon = 1, kDotprod = 2, kAvx2 = 3, kAvx512 = 4, kSimd128 = 5 };
 
-const char* IsaName(Isa isa);  // "scalar", "neon", "simd128", "avx2", "avx512"
+// "scalar", "neon", "dotprod", "avx2", "avx512", "simd128"
+const char* IsaName(Isa isa);
 std::optional<Isa> ParseIsa(std::string_view name);  // inverse of IsaName, plus "auto" -> best
 
 // The best ISA this CPU supports (among those compiled for this architecture).
 Isa BestIsa();
 
-// False for a level of another architecture family than this build's (x86 levels in a wasm
-// build, kSimd128 in a native one), whatever its rank.
-bool IsaOfThisBuild(Isa isa);
+// True if `isa` is scalar or a level of this build's family at or below BestIsa().
+bool IsaSupported(Isa isa);
 
 // The ISA kernels dispatch to: BestIsa(), or lower if limited by SetIsaLimit. Cheap (one relaxed
 // atomic load); kernels may call it per invocation.

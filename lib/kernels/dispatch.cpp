@@ -5,7 +5,12 @@
 #include "base/error.h"
 #include "kernels/cpu_features.h"
 #include "kernels/cq_int8_x86.h"
-#include "kernels/simd128.h"
+#if defined(NEEDLE_ARM)
+#include "kernels/arm/kernels_arm.h"
+#endif
+#if defined(NEEDLE_WASM)
+#include "kernels/wasm/kernels_wasm.h"
+#endif
 
 namespace needle::kernels {
 
@@ -41,8 +46,19 @@ const KernelTable& Avx512Table() {
   return table;
 }
 #endif
+#if defined(NEEDLE_ARM)
+// Both ARM tables quantize activations into one layout (I8LayoutPositionArm); the f32 CQ product
+// is the scalar reference's for now.
+const KernelTable kNeon{"neon",         &CqGemmReference, &CqQuantizeI8Neon,
+                        &CqGemmI8Neon,  &DotI8Neon,       &ExpfArrayNeon,
+                        &LogfArrayNeon, &QuantizeI8Neon,  &AttendI8Neon};
+const KernelTable kDotprod{"dotprod",        &CqGemmReference, &CqQuantizeI8Neon,
+                           &CqGemmI8Dotprod, &DotI8Dotprod,    &ExpfArrayNeon,
+                           &LogfArrayNeon,   &QuantizeI8Neon,  &AttendI8Dotprod};
+#endif
 #if defined(NEEDLE_WASM)
-// The f32 path and the libm arrays keep the scalar code here.
+// Activations in the wasm layout (I8LayoutPositionWasm); the f32 CQ product and the libm arrays
+// are the scalar reference's.
 const KernelTable kSimd128{"simd128",           &CqGemmReference,   &CqQuantizeI8Simd128,
                            &CqGemmI8Simd128,    &DotI8Simd128,      &ExpfArrayReference,
                            &LogfArrayReference, &QuantizeI8Simd128, &AttendI8Simd128};
@@ -50,12 +66,16 @@ const KernelTable kSimd128{"simd128",           &CqGemmReference,   &CqQuantizeI
 
 // The table for an ISA level this CPU supports.
 const KernelTable& TableFor(Isa isa) {
-#if defined(NEEDLE_WASM)
-  if (isa == Isa::kSimd128) return kSimd128;
-#endif
 #if defined(NEEDLE_X86)
   if (isa >= Isa::kAvx512) return Avx512Table();
   if (isa >= Isa::kAvx2) return kAvx2;
+#endif
+#if defined(NEEDLE_ARM)
+  if (isa == Isa::kDotprod) return kDotprod;
+  if (isa == Isa::kNeon) return kNeon;
+#endif
+#if defined(NEEDLE_WASM)
+  if (isa == Isa::kSimd128) return kSimd128;
 #endif
   (void)isa;
   return kScalar;
@@ -65,11 +85,15 @@ const KernelTable& TableFor(Isa isa) {
 
 const KernelTable& ReferenceKernels() { return kScalar; }
 
-std::vector<std::string> AvailableIsas() {
+std::vector<std::string> CompiledIsas() {
   std::vector<std::string> isas{"scalar"};
 #if defined(NEEDLE_X86)
-  if (BestIsa() >= Isa::kAvx2) isas.push_back("avx2");
-  if (BestIsa() >= Isa::kAvx512) isas.push_back("avx512");
+  isas.push_back("avx2");
+  isas.push_back("avx512");
+#endif
+#if defined(NEEDLE_ARM)
+  isas.push_back("neon");
+  isas.push_back("dotprod");
 #endif
 #if defined(NEEDLE_WASM)
   isas.push_back("simd128");
@@ -77,11 +101,27 @@ std::vector<std::string> AvailableIsas() {
   return isas;
 }
 
+std::vector<std::string> AvailableIsas() {
+  std::vector<std::string> isas{"scalar"};
+#if defined(NEEDLE_X86)
+  if (BestIsa() >= Isa::kAvx2) isas.push_back("avx2");
+  if (BestIsa() >= Isa::kAvx512) isas.push_back("avx512");
+#endif
+#if defined(NEEDLE_ARM)
+  if (IsaSupported(Isa::kNeon)) isas.push_back("neon");
+  if (IsaSupported(Isa::kDotprod)) isas.push_back("dotprod");
+#endif
+#if defined(NEEDLE_WASM)
+  if (IsaSupported(Isa::kSimd128)) isas.push_back("simd128");
+#endif
+  return isas;
+}
+
 const KernelTable& KernelsFor(const std::string& isa) {
   const std::optional<Isa> level = ParseIsa(isa);
   if (!level)
-    Fail<UsageError>("--isa {}: unknown ISA (scalar, avx2, avx512, neon, simd128, auto)", isa);
-  if (*level > BestIsa() || !IsaOfThisBuild(*level))
+    Fail<UsageError>("--isa {}: unknown ISA (scalar, avx2, avx512, neon, dotprod, simd128, auto)", isa);
+  if (!IsaSupported(*level))
     Fail<UsageError>("--isa {}: not supported by this CPU or build (best: {})", isa,
                      IsaName(BestIsa()));
   return TableFor(*level);

@@ -4,6 +4,9 @@
 #include <cmath>
 
 #include "kernels/cpu_features.h"
+#if defined(NEEDLE_ARM)
+#include "kernels/arm/kernels_arm.h"
+#endif
 
 namespace needle::kernels {
 
@@ -35,6 +38,12 @@ void FwhtUnnormalized(float* x, size_t n) {
     return;
   }
 #endif
+#if defined(NEEDLE_ARM)
+  if (n >= 8 && ActiveIsa() >= Isa::kNeon) {
+    FwhtUnnormalizedNeon(x, n);
+    return;
+  }
+#endif
   FwhtUnnormalizedReference(x, n);
 }
 
@@ -42,6 +51,12 @@ void Fwht(float* x, size_t n) {
 #if defined(NEEDLE_X86)
   if (n >= 8 && ActiveIsa() >= Isa::kAvx2) {
     FwhtAvx2(x, n);
+    return;
+  }
+#endif
+#if defined(NEEDLE_ARM)
+  if (n >= 8 && ActiveIsa() >= Isa::kNeon) {
+    FwhtNeon(x, n);
     return;
   }
 #endif

@@ -9,6 +9,7 @@
 #include <cstdint>
 
 #include "base/fp16.h"
+#include "kernels/arm/kernels_arm.h"
 #include "kernels/cpu_features.h"
 #include "kernels/cq_int8.h"
 #include "kernels/dispatch.h"
@@ -85,9 +86,21 @@ KernelCheck CheckIntegerKernel(const kernels::CqMatrix& m, const format::TensorI
 std::vector<KernelCheck> CheckKernels(const format::CactFile& file) {
   std::vector<KernelCheck> out;
   const std::vector<std::string> isas = kernels::AvailableIsas();
-#if defined(NEEDLE_X86)
   // FWHT at every size this model uses (CQ groups, hada_n): the ISA version must be bit-identical.
+  void (*fwht_isa)(float*, size_t) = nullptr;
+  const char* fwht_isa_name = "";
+#if defined(NEEDLE_X86)
   if (kernels::BestIsa() >= kernels::Isa::kAvx2) {
+    fwht_isa = &kernels::FwhtAvx2;
+    fwht_isa_name = "avx2";
+  }
+#elif defined(NEEDLE_ARM)
+  if (kernels::IsaSupported(kernels::Isa::kNeon)) {
+    fwht_isa = &kernels::FwhtNeon;
+    fwht_isa_name = "neon";
+  }
+#endif
+  if (fwht_isa != nullptr) {
     std::vector<size_t> sizes{file.geometry().hada_n};
     for (const auto& t : file.tensors())
       if (t.dtype == format::DType::kCQ) sizes.push_back(t.group);
@@ -99,19 +112,18 @@ std::vector<KernelCheck> CheckKernels(const format::CactFile& file) {
       FillActivations(&a, static_cast<uint32_t>(n));
       b = a;
       kernels::FwhtReference(a.data(), n);
-      kernels::FwhtAvx2(b.data(), n);
+      fwht_isa(b.data(), n);
       double max_diff = 0, max_ref = 0;
       for (size_t i = 0; i < n; ++i) {
         max_diff = std::max(max_diff, static_cast<double>(std::fabs(a[i] - b[i])));
         max_ref = std::max(max_ref, static_cast<double>(std::fabs(a[i])));
       }
-      KernelCheck c{fmt::format("fwht[{}]", n), "avx2", n, 0.0, false};
+      KernelCheck c{fmt::format("fwht[{}]", n), fwht_isa_name, n, 0.0, false};
       c.max_rel_diff = max_ref > 0 ? max_diff / max_ref : max_diff;
       c.pass = max_diff == 0;  // same butterflies in the same order
       out.push_back(c);
     }
   }
-#endif
   for (const auto& t : file.tensors()) {
     if (t.dtype != format::DType::kCQ) continue;
     const kernels::CqMatrix m = CqMatrixOf(file, t);

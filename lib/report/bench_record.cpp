@@ -2,9 +2,12 @@
 #include "report/bench_record.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <cmath>
+#include <utility>
 
 #include "base/error.h"
-#include "report/table.h"
 #include "report/timer.h"
 
 namespace needle::report {
@@ -29,7 +32,8 @@ BenchFormat ParseBenchFormat(const std::string& s) {
   if (s == "json") return BenchFormat::kJson;
   if (s == "jsonl") return BenchFormat::kJsonl;
   if (s == "csv") return BenchFormat::kCsv;
-  Fail<UsageError>("unknown output format '{}' (expected md, json, jsonl or csv)", s);
+  if (s == "sql") return BenchFormat::kSql;
+  Fail<UsageError>("unknown output format '{}' (expected md, json, jsonl, csv or sql)", s);
 }
 
 nlohmann::ordered_json ToJson(const BenchRecord& r) {
@@ -59,76 +63,205 @@ nlohmann::ordered_json ToJson(const BenchRecord& r) {
 }
 
 namespace {
-nlohmann::ordered_json SystemJson(const SystemInfo& s) {
-  return {{"cpu", s.cpu_model},
-          {"logical_cores", s.logical_cores},
-          {"os", s.os},
-          {"compiler", s.compiler},
-          {"needle_version", s.version}};
-}
-}  // namespace
 
-std::string Render(const std::vector<BenchRecord>& records, const SystemInfo& sys, BenchFormat f) {
-  switch (f) {
-    case BenchFormat::kJson: {
-      nlohmann::ordered_json j;
-      j["system"] = SystemJson(sys);
-      j["records"] = nlohmann::ordered_json::array();
-      for (const auto& r : records) j["records"].push_back(ToJson(r));
-      return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
-    }
-    case BenchFormat::kJsonl: {
-      std::string out;
-      for (const auto& r : records) {
-        auto j = ToJson(r);
-        j["system"] = SystemJson(sys);
-        out += j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
-      }
-      return out;
-    }
-    case BenchFormat::kCsv: {
-      std::string out =
-          "model,isa,path,threads,prompt_tokens,gen_tokens,repetitions,load_seconds,"
-          "prefill_tok_s,decode_tok_s,peak_rss_bytes,decode_ceiling_tok_s,cpu\n";
-      for (const auto& r : records)
-        out += fmt::format("\"{}\",{},{},{},{},{},{},{:.4f},{:.2f},{:.2f},{},{:.2f},\"{}\"\n",
-                           r.model, r.isa, r.path, r.threads, r.prompt_tokens, r.gen_tokens,
-                           r.repetitions, r.load_seconds, r.prefill_median(), r.decode_median(),
-                           r.peak_rss_bytes, r.decode_ceiling_tok_s(), sys.cpu_model);
-      return out;
-    }
-    case BenchFormat::kMarkdown: {
-      using A = Table::Align;
-      Table t({"isa", "path", "threads", "pp", "tg", "load s", "prefill tok/s", "decode tok/s",
-               "% of read ceiling", "peak RSS MiB"},
-              {A::kLeft, A::kLeft, A::kRight, A::kRight, A::kRight, A::kRight, A::kRight, A::kRight,
-               A::kRight, A::kRight});
-      for (const auto& r : records)
-        t.AddRow(
-            {r.isa, r.path, std::to_string(r.threads), std::to_string(r.prompt_tokens),
-             std::to_string(r.gen_tokens), fmt::format("{:.3f}", r.load_seconds),
-             fmt::format("{:.1f} ± {:.1f}", r.prefill_median(),
-                         MedianAbsDeviation(r.prefill_tok_s)),
-             fmt::format("{:.1f} ± {:.1f}", r.decode_median(), MedianAbsDeviation(r.decode_tok_s)),
-             r.decode_ceiling_tok_s() > 0
-                 ? fmt::format("{:.0f}% of {:.0f}", PercentOfCeiling(r), r.decode_ceiling_tok_s())
-                 : std::string("-"),
-             fmt::format("{:.1f}", double(r.peak_rss_bytes) / (1024.0 * 1024.0))});
-      std::string out = fmt::format("cpu: {} ({} logical cores), {}, {}\n", sys.cpu_model,
-                                    sys.logical_cores, sys.os, sys.compiler);
-      if (!records.empty()) {
-        out += fmt::format("model: {}\n", records.front().model);
-        const BenchRecord& r = records.front();
-        if (r.weight_bytes_per_token)
-          out += fmt::format(
-              "read ceiling: a decoded token reads {:.2f} MB of weights; one thread reads a buffer "
-              "that size at {:.1f} GB/s (measured after each point)\n",
-              r.weight_bytes_per_token / 1e6, r.read_bytes_per_s / 1e9);
-      }
-      return out + t.Render();
+nlohmann::ordered_json SystemJson(const SystemInfo& s) {
+  nlohmann::ordered_json j = {{"cpu", s.cpu_model},
+                              {"logical_cores", s.logical_cores},
+                              {"os", s.os},
+                              {"compiler", s.compiler},
+                              {"needle_version", s.version}};
+  if (!s.isas.empty()) j["isas"] = s.isas;
+  return j;
+}
+
+std::string Dump(const nlohmann::ordered_json& j) {
+  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+// A Markdown table cell: pipes escaped, line breaks as spaces.
+std::string MdCell(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    if (c == '|') {
+      out += "\\|";
+    } else if (c == '\n' || c == '\r') {
+      out += ' ';
+    } else {
+      out += c;
     }
   }
+  return out;
+}
+
+std::string MdRow(const std::vector<std::string>& cells) {
+  std::string out = "|";
+  for (const std::string& c : cells) {
+    out += ' ';
+    out += MdCell(c);
+    out += " |";
+  }
+  return out + "\n";
+}
+
+// A CSV field: quoted, inner quotes doubled.
+std::string CsvField(const std::string& s) {
+  std::string out = "\"";
+  for (char c : s) out += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return out + "\"";
+}
+
+// An SQL string literal: single-quoted, inner quotes doubled.
+std::string SqlText(const std::string& s) {
+  std::string out = "'";
+  for (char c : s) out += c == '\'' ? std::string("''") : std::string(1, c);
+  return out + "'";
+}
+
+// A finite number for SQL / CSV (NULL / empty for NaN and infinities).
+std::string Number(double v, const char* missing) {
+  return std::isfinite(v) ? fmt::format("{}", v) : std::string(missing);
+}
+
+// The SQL columns, in order, with their types: the system, the parameters, the results.
+constexpr std::pair<const char*, const char*> kSqlColumns[] = {
+    {"needle_version", "TEXT"},
+    {"cpu", "TEXT"},
+    {"logical_cores", "INTEGER"},
+    {"os", "TEXT"},
+    {"compiler", "TEXT"},
+    {"model", "TEXT"},
+    {"model_sha256", "TEXT"},
+    {"model_bytes", "INTEGER"},
+    {"isa", "TEXT"},
+    {"path", "TEXT"},
+    {"threads", "INTEGER"},
+    {"prompt_tokens", "INTEGER"},
+    {"gen_tokens", "INTEGER"},
+    {"repetitions", "INTEGER"},
+    {"load_seconds", "REAL"},
+    {"prefill_tok_s", "REAL"},
+    {"prefill_tok_s_mad", "REAL"},
+    {"decode_tok_s", "REAL"},
+    {"decode_tok_s_mad", "REAL"},
+    {"prefill_samples", "TEXT"},
+    {"decode_samples", "TEXT"},
+    {"peak_rss_bytes", "INTEGER"},
+    {"weight_bytes_per_token", "INTEGER"},
+    {"read_gb_s", "REAL"},
+    {"decode_ceiling_tok_s", "REAL"}};
+
+}  // namespace
+
+BenchWriter::BenchWriter(BenchFormat format, SystemInfo system)
+    : format_(format), system_(std::move(system)) {}
+
+std::string BenchWriter::Begin() const {
+  switch (format_) {
+    case BenchFormat::kJson:
+      return fmt::format("{{\"system\": {},\n \"records\": [", Dump(SystemJson(system_)));
+    case BenchFormat::kJsonl:
+      return "";
+    case BenchFormat::kCsv:
+      return "model,model_sha256,isa,path,threads,prompt_tokens,gen_tokens,repetitions,"
+             "load_seconds,prefill_tok_s,decode_tok_s,peak_rss_bytes,decode_ceiling_tok_s,cpu\n";
+    case BenchFormat::kSql: {
+      std::string out = fmt::format("CREATE TABLE IF NOT EXISTS {} (\n", kSqlTable);
+      bool first = true;
+      for (const auto& [name, type] : kSqlColumns) {
+        out += fmt::format("{}  {} {}", first ? "" : ",\n", name, type);
+        first = false;
+      }
+      return out + "\n);\n";
+    }
+    case BenchFormat::kMarkdown:
+      return fmt::format("cpu: {} ({} logical cores), {}, {}, needle {}\n\n", system_.cpu_model,
+                         system_.logical_cores, system_.os, system_.compiler, system_.version) +
+             MdRow({"model", "isa", "path", "threads", "pp", "tg", "load s", "prefill tok/s",
+                    "decode tok/s", "% of read ceiling", "peak RSS MiB"}) +
+             "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n";
+  }
   return {};
+}
+
+std::string BenchWriter::Row(const BenchRecord& r) {
+  const size_t index = rows_++;
+  switch (format_) {
+    case BenchFormat::kJson:
+      return fmt::format("{}\n  {}", index ? "," : "", Dump(ToJson(r)));
+    case BenchFormat::kJsonl: {
+      auto j = ToJson(r);
+      j["system"] = SystemJson(system_);
+      return Dump(j) + "\n";
+    }
+    case BenchFormat::kCsv:
+      return fmt::format("{},{},{},{},{},{},{},{},{:.4f},{:.2f},{:.2f},{},{:.2f},{}\n",
+                         CsvField(r.model), r.model_sha256, r.isa, r.path, r.threads,
+                         r.prompt_tokens, r.gen_tokens, r.repetitions, r.load_seconds,
+                         r.prefill_median(), r.decode_median(), r.peak_rss_bytes,
+                         r.decode_ceiling_tok_s(), CsvField(system_.cpu_model));
+    case BenchFormat::kSql: {
+      const std::vector<std::string> values = {
+          SqlText(system_.version),
+          SqlText(system_.cpu_model),
+          std::to_string(system_.logical_cores),
+          SqlText(system_.os),
+          SqlText(system_.compiler),
+          SqlText(r.model),
+          SqlText(r.model_sha256),
+          std::to_string(r.model_bytes),
+          SqlText(r.isa),
+          SqlText(r.path),
+          std::to_string(r.threads),
+          std::to_string(r.prompt_tokens),
+          std::to_string(r.gen_tokens),
+          std::to_string(r.repetitions),
+          Number(r.load_seconds, "NULL"),
+          Number(r.prefill_median(), "NULL"),
+          Number(MedianAbsDeviation(r.prefill_tok_s), "NULL"),
+          Number(r.decode_median(), "NULL"),
+          Number(MedianAbsDeviation(r.decode_tok_s), "NULL"),
+          SqlText(Dump(nlohmann::ordered_json(r.prefill_tok_s))),
+          SqlText(Dump(nlohmann::ordered_json(r.decode_tok_s))),
+          std::to_string(r.peak_rss_bytes),
+          std::to_string(r.weight_bytes_per_token),
+          Number(r.read_bytes_per_s / 1e9, "NULL"),
+          Number(r.decode_ceiling_tok_s(), "NULL")};
+      std::vector<std::string> names;
+      for (const auto& column : kSqlColumns) names.emplace_back(column.first);
+      return fmt::format("INSERT INTO {} ({}) VALUES ({});\n", kSqlTable, fmt::join(names, ", "),
+                         fmt::join(values, ", "));
+    }
+    case BenchFormat::kMarkdown:
+      return MdRow(
+          {r.model, r.isa, r.path, std::to_string(r.threads), std::to_string(r.prompt_tokens),
+           std::to_string(r.gen_tokens), fmt::format("{:.3f}", r.load_seconds),
+           fmt::format("{:.1f} ± {:.1f}", r.prefill_median(), MedianAbsDeviation(r.prefill_tok_s)),
+           fmt::format("{:.1f} ± {:.1f}", r.decode_median(), MedianAbsDeviation(r.decode_tok_s)),
+           r.decode_ceiling_tok_s() > 0
+               ? fmt::format("{:.0f}% of {:.0f}", PercentOfCeiling(r), r.decode_ceiling_tok_s())
+               : std::string("-"),
+           fmt::format("{:.1f}", double(r.peak_rss_bytes) / (1024.0 * 1024.0))});
+  }
+  return {};
+}
+
+std::string BenchWriter::End() const {
+  switch (format_) {
+    case BenchFormat::kJson:
+      return std::string(rows_ ? "\n ]}\n" : "]}\n");
+    case BenchFormat::kMarkdown:
+      return "\n% of read ceiling: the decode median against the weights one decoded token reads "
+             "divided by one thread's read bandwidth, measured after each point.\n";
+    default:
+      return "";
+  }
+}
+
+std::string Render(const std::vector<BenchRecord>& records, const SystemInfo& sys, BenchFormat f) {
+  BenchWriter w(f, sys);
+  std::string out = w.Begin();
+  for (const BenchRecord& r : records) out += w.Row(r);
+  return out + w.End();
 }
 
 }  // namespace needle::report

@@ -1,5 +1,6 @@
-// One benchmark record schema (llama-bench style) and its renderers: md, json, jsonl, csv.
-// A record is one point of the parameter cross product; raw samples are kept next to medians.
+// One benchmark record schema (llama-bench style) and its renderers: md (a Markdown table), json,
+// jsonl, csv, sql (CREATE TABLE + INSERTs). A record is one point of the parameter cross product;
+// raw samples are kept next to medians. BenchWriter streams: a row as soon as a point is done.
 #pragma once
 
 #include <cstdint>
@@ -13,10 +14,10 @@ namespace needle::report {
 
 struct BenchRecord {
   // Parameters of this point.
-  std::string model;  // path
-  std::string model_sha256;
-  std::string isa;   // kernel path used ("avx2", "scalar", ...)
-  std::string path;  // numeric path ("f32", ...)
+  std::string model;         // path
+  std::string model_sha256;  // of the whole file
+  std::string isa;           // kernel path used ("avx2", "scalar", ...)
+  std::string path;          // numeric path ("f32", ...)
   int threads = 1;
   int prompt_tokens = 0;
   int gen_tokens = 0;
@@ -25,7 +26,7 @@ struct BenchRecord {
   double load_seconds = 0;            // open + validate + build weights (median)
   std::vector<double> prefill_tok_s;  // one sample per repetition
   std::vector<double> decode_tok_s;
-  uint64_t peak_rss_bytes = 0;  // process peak after all repetitions
+  uint64_t peak_rss_bytes = 0;  // this point's peak (reset before it where the OS allows)
   uint64_t model_bytes = 0;
   // Machine limit measured at this point: weights one decoded token reads, and one thread's read
   // bandwidth over a buffer that size (best of repeated passes, right after the repetitions).
@@ -39,11 +40,31 @@ struct BenchRecord {
   double decode_median() const;
 };
 
-enum class BenchFormat { kMarkdown, kJson, kJsonl, kCsv };
+enum class BenchFormat { kMarkdown, kJson, kJsonl, kCsv, kSql };
 BenchFormat ParseBenchFormat(const std::string& s);  // throws UsageError
 
 nlohmann::ordered_json ToJson(const BenchRecord& r);
-// Renders all records (and the system once) in the chosen format.
+
+// Renders records one at a time, so each can be printed as its point finishes: Begin() once,
+// Row() per record, End() once; the concatenation is one valid document of the format (the
+// Markdown table, one JSON document, JSONL lines, CSV with its header, SQL statements).
+class BenchWriter {
+ public:
+  BenchWriter(BenchFormat format, SystemInfo system);
+  std::string Begin() const;
+  std::string Row(const BenchRecord& r);
+  std::string End() const;
+
+  // The SQL table `-o sql` creates and fills.
+  static constexpr const char* kSqlTable = "needle_bench";
+
+ private:
+  BenchFormat format_;
+  SystemInfo system_;
+  size_t rows_ = 0;
+};
+
+// Renders all records (and the system once) in the chosen format: Begin + Rows + End.
 std::string Render(const std::vector<BenchRecord>& records, const SystemInfo& sys, BenchFormat f);
 
 }  // namespace needle::report

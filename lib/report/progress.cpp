@@ -6,6 +6,8 @@
 
 #include <cstdio>
 
+#include "report/log.h"
+
 namespace needle::report {
 
 namespace {
@@ -14,7 +16,7 @@ constexpr auto kRedrawInterval = std::chrono::milliseconds(100);
 }  // namespace
 
 Progress::Progress(std::string label, uint64_t total)
-    : Progress(std::move(label), total, ::isatty(STDERR_FILENO) == 1) {}
+    : Progress(std::move(label), total, ::isatty(STDERR_FILENO) == 1 && LogEnabled("info")) {}
 
 Progress::Progress(std::string label, uint64_t total, bool enabled)
     : label_(std::move(label)), total_(total), enabled_(enabled) {}

@@ -1,4 +1,5 @@
-// A one-line progress bar on stderr for long conversions; silent unless stderr is a terminal.
+// A one-line progress bar on stderr for long conversions; silent unless stderr is a terminal
+// and the log level shows info lines (not under --quiet).
 #pragma once
 
 #include <chrono>
@@ -10,7 +11,8 @@ namespace needle::report {
 // Not thread-safe: call from one thread. Redraws at most ~10 times a second.
 class Progress {
  public:
-  // `total` is in caller units (tensors, bytes); `enabled` defaults to isatty(stderr).
+  // `total` is in caller units (tensors, bytes); `enabled` defaults to isatty(stderr) and
+  // report::LogEnabled("info").
   Progress(std::string label, uint64_t total);
   Progress(std::string label, uint64_t total, bool enabled);
   ~Progress();  // clears the line if not finished

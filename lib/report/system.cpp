@@ -1,13 +1,16 @@
 // Process and machine facts from /proc and uname.
 #include "report/system.h"
 
+#include <fmt/format.h>
 #include <sys/resource.h>
 #include <sys/utsname.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <fstream>
+#include <iterator>
 #include <sstream>
 #include <vector>
 
@@ -50,20 +53,85 @@ uint64_t PeakRssBytes() {
 
 uint64_t CurrentRssBytes() { return StatusKb("VmRSS") * 1024; }
 
+std::string ArmCoreName(uint64_t midr) {
+  const unsigned implementer = (midr >> 24) & 0xff, variant = (midr >> 20) & 0xf;
+  const unsigned part = (midr >> 4) & 0xfff, revision = midr & 0xf;
+  struct Part {
+    unsigned implementer, part;
+    const char* name;
+  };
+  static constexpr Part kParts[] = {
+      {0x41, 0xd03, "ARM Cortex-A53"},  {0x41, 0xd04, "ARM Cortex-A35"},
+      {0x41, 0xd05, "ARM Cortex-A55"},  {0x41, 0xd07, "ARM Cortex-A57"},
+      {0x41, 0xd08, "ARM Cortex-A72"},  {0x41, 0xd09, "ARM Cortex-A73"},
+      {0x41, 0xd0a, "ARM Cortex-A75"},  {0x41, 0xd0b, "ARM Cortex-A76"},
+      {0x41, 0xd0c, "ARM Neoverse-N1"}, {0x41, 0xd0d, "ARM Cortex-A77"},
+      {0x41, 0xd40, "ARM Neoverse-V1"}, {0x41, 0xd41, "ARM Cortex-A78"},
+      {0x41, 0xd44, "ARM Cortex-X1"},   {0x41, 0xd46, "ARM Cortex-A510"},
+      {0x41, 0xd47, "ARM Cortex-A710"}, {0x41, 0xd48, "ARM Cortex-X2"},
+      {0x41, 0xd49, "ARM Neoverse-N2"}, {0x41, 0xd4b, "ARM Cortex-A78C"},
+      {0x41, 0xd4f, "ARM Neoverse-V2"}, {0x41, 0xd80, "ARM Cortex-A520"},
+      {0x41, 0xd81, "ARM Cortex-A720"}, {0x41, 0xd82, "ARM Cortex-X4"},
+  };
+  std::string name;
+  for (const Part& p : kParts)
+    if (p.implementer == implementer && p.part == part) name = p.name;
+  if (name.empty()) name = fmt::format("implementer {:#04x} part {:#05x}", implementer, part);
+  return fmt::format("{} r{}p{}", name, variant, revision);
+}
+
+std::string CpuModelFromCpuinfo(const std::string& cpuinfo, uint64_t midr) {
+  std::istringstream in(cpuinfo);
+  std::string line, model_name, board;
+  auto value = [&](const std::string& l) {
+    const auto colon = l.find(':');
+    if (colon == std::string::npos) return std::string();
+    const auto start = l.find_first_not_of(" \t", colon + 1);
+    return start == std::string::npos ? std::string() : l.substr(start);
+  };
+  // "key<spaces or tabs>:" at the start of the line.
+  auto key_is = [&](const std::string& l, const char* key) {
+    const size_t n = std::char_traits<char>::length(key);
+    return l.compare(0, n, key) == 0 && l.find_first_not_of(" \t", n) == l.find(':');
+  };
+  // The first core's identification (big.LITTLE systems list every core): the first value of
+  // each key.
+  int64_t implementer = -1, variant = -1, part = -1, revision = -1;
+  auto number = [&](const std::string& l, int64_t* field) {
+    if (*field < 0) *field = static_cast<int64_t>(std::strtoull(value(l).c_str(), nullptr, 0));
+  };
+  while (std::getline(in, line)) {
+    if (model_name.empty() && key_is(line, "model name")) model_name = value(line);
+    if (board.empty() && (key_is(line, "Model") || key_is(line, "Hardware"))) board = value(line);
+    if (key_is(line, "CPU implementer")) number(line, &implementer);
+    if (key_is(line, "CPU variant")) number(line, &variant);
+    if (key_is(line, "CPU part")) number(line, &part);
+    if (key_is(line, "CPU revision")) number(line, &revision);
+  }
+  const bool have_part = implementer >= 0 && part >= 0;
+  auto bits = [](int64_t v, uint64_t mask) { return v < 0 ? 0 : static_cast<uint64_t>(v) & mask; };
+  if (midr == 0 && have_part)
+    midr = bits(implementer, 0xff) << 24 | bits(variant, 0xf) << 20 | bits(part, 0xfff) << 4 |
+           bits(revision, 0xf);
+  if (midr != 0) {
+    const std::string core = ArmCoreName(midr);
+    return board.empty() ? core : board + " (" + core + ")";
+  }
+  if (!model_name.empty()) return model_name;
+  return board;
+}
+
 SystemInfo GetSystemInfo() {
   SystemInfo s;
   std::ifstream f("/proc/cpuinfo");
-  std::string line;
-  while (std::getline(f, line)) {
-    // x86: "model name : ..."; ARM: "Model : Raspberry Pi 5 ..." or "CPU part".
-    if (line.rfind("model name", 0) == 0 || line.rfind("Model", 0) == 0) {
-      const auto colon = line.find(':');
-      if (colon != std::string::npos) {
-        s.cpu_model = line.substr(line.find_first_not_of(" \t", colon + 1));
-        break;
-      }
-    }
-  }
+  const std::string cpuinfo((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  uint64_t midr = 0;
+#if defined(__aarch64__)
+  std::ifstream m("/sys/devices/system/cpu/cpu0/regs/identification/midr_el1");
+  std::string midr_text;
+  if (m >> midr_text) midr = std::strtoull(midr_text.c_str(), nullptr, 16);
+#endif
+  s.cpu_model = CpuModelFromCpuinfo(cpuinfo, midr);
   utsname u{};
   if (uname(&u) == 0) {
     s.os = std::string(u.sysname) + " " + u.release + " " + u.machine;

@@ -2,6 +2,7 @@
 #include "session/session.h"
 
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <cctype>
@@ -76,7 +77,8 @@ const char* StopReasonName(StopReason r) {
 
 // Per-turn decoding state of Respond().
 struct Session::TurnState {
-  std::string query;
+  std::string query;  // this turn's input (validation)
+  std::string said;   // every input since the reset (enum grounding)
   int max_new_tokens = 0;
   int counted = 0;           // tokens charged to the budget
   int committed = 0;         // tokens generated (branch extensions included, appended not)
@@ -97,11 +99,17 @@ struct Session::TurnState {
 
 Session::Session(const format::CactFile& file, const SessionConfig& config, std::string_view system,
                  std::string_view tools_json)
+    : Session(file, std::make_shared<const model::Model>(file), config, system, tools_json) {}
+
+Session::Session(const format::CactFile& file, std::shared_ptr<const model::Model> model,
+                 const SessionConfig& config, std::string_view system, std::string_view tools_json)
     : file_(file),
       config_(config),
       tokenizer_(text::Tokenizer::FromCact(file)),
       renderer_(tokenizer_),
-      model_(file) {
+      model_(std::move(model)) {
+  if (!model_ || &model_->file() != &file)
+    throw Error(ErrorKind::kInternal, "session: the shared model was not built from its file");
   tools_text_ = text::RenderToolsText(tools_json);
   inventory_ = text::ToolInventory(tools_text_, "tools");
   grammar_ = std::make_unique<grammar::CallGrammar>(grammar::BuildCallSchema(inventory_),
@@ -140,10 +148,10 @@ Session::Session(const format::CactFile& file, const SessionConfig& config, std:
   declared_tools_ = inventory_.size();
   const auto& g = file_.geometry();
   int contrastive_head = -1;
-  for (size_t h = 0; h < model_.weights().heads.size(); ++h) {
-    if (model_.weights().heads[h].kind == format::HeadKind::kConfidence)
+  for (size_t h = 0; h < model_->weights().heads.size(); ++h) {
+    if (model_->weights().heads[h].kind == format::HeadKind::kConfidence)
       confidence_head_ = static_cast<int>(h);
-    if (model_.weights().heads[h].kind == format::HeadKind::kContrastive)
+    if (model_->weights().heads[h].kind == format::HeadKind::kContrastive)
       contrastive_head = static_cast<int>(h);
   }
   // More tools than the prompt shows: each user turn renders the 5 closest to the query (without
@@ -164,7 +172,7 @@ Session::Session(const format::CactFile& file, const SessionConfig& config, std:
   dc.path = config.numerics;
   dc.kernels = config.kernels;
   dc.pool_heads = confidence_head_ >= 0;
-  decoder_ = std::make_unique<model::Decoder>(model_, dc);
+  decoder_ = std::make_unique<model::Decoder>(*model_, dc);
   logits_.resize(g.vocab);
   branch_logits_.resize(g.vocab);
   allowed_.resize(g.vocab);
@@ -226,6 +234,7 @@ void Session::Reset() {
   fresh_ = true;
   last_turn_had_calls_ = false;
   history_.clear();
+  said_.clear();
 }
 
 void Session::InitRetrieval(size_t contrastive_head) {
@@ -237,7 +246,7 @@ void Session::InitRetrieval(size_t contrastive_head) {
   ec.path = config_.numerics;
   ec.kernels = config_.kernels;
   ec.pool_heads = true;
-  embed_decoder_ = std::make_unique<model::Decoder>(model_, ec);
+  embed_decoder_ = std::make_unique<model::Decoder>(*model_, ec);
   tool_embeddings_.clear();
   for (const std::string& tool : all_tools_) tool_embeddings_.push_back(Embed(tool));
 }
@@ -250,7 +259,7 @@ std::vector<float> Session::Embed(std::string_view text) {
   if (ids.size() > limit) ids.resize(limit);
   embed_decoder_->Reset();
   embed_decoder_->Prefill(ids, {});
-  std::vector<float> e(model_.weights().heads[contrastive_head_].out_dim);
+  std::vector<float> e(model_->weights().heads[contrastive_head_].out_dim);
   embed_decoder_->HeadOutput(contrastive_head_, e);
   return e;
 }
@@ -266,7 +275,7 @@ std::vector<size_t> Session::RetrieveTools(std::string_view query) {
   }
   if (config_.protocol.trace)
     for (const auto& [score, i] : ranked)
-      fmt::print(stderr, "[trace] retrieval: tool {} similarity {:.6f}\n", i, score);
+      spdlog::trace("retrieval: tool {} similarity {:.6f}", i, score);
   std::stable_sort(ranked.begin(), ranked.end(),
                    [](const auto& a, const auto& b) { return a.first > b.first; });
   ranked.resize(std::min(ranked.size(), text::kMaxRenderedTools));
@@ -329,7 +338,7 @@ void Session::TraceStep(const char* what, const std::vector<uint8_t>& allowed, i
                                  ids.size(), std::exp(double(logits_[ids[0]]) - m) / z);
   for (size_t i = 0; i < k; ++i)
     line += fmt::format(" {}:{:?}:{:.4f}", ids[i], tokenizer_.TokenBytes(ids[i]), logits_[ids[i]]);
-  fmt::print(stderr, "{}\n", line);
+  spdlog::trace("{}", line);
 }
 
 int32_t Session::PenalizedBest(const std::vector<uint8_t>& allowed,
@@ -629,7 +638,7 @@ void Session::DecodeCall(TurnState& t, bool require_call) {
       // Enum grounding: values found in the query are teacher-forced; the best sum wins.
       std::vector<std::string> grounded;
       if (sn.has_enum) {
-        const std::string q = AlnumLower(t.query);
+        const std::string q = AlnumLower(t.said);
         for (const std::string& v : grammar::StringEnumValues(sn)) {
           const std::string a = AlnumLower(v);
           // Values shorter than 3 characters never count ("on" is not grounded by "turn on":
@@ -682,9 +691,8 @@ void Session::DecodeCall(TurnState& t, bool require_call) {
       // not over the grammar-valid tokens: the 0.95 threshold and the first token's score use it.
       const AllowedStats list_stats = StatsOf(logits_, value_start_list_);
       if (pc.trace)
-        fmt::print(stderr, "value start node {} after_quote {} grounded {} p_top {:.4f} left {}\n",
-                   node, after_quote, grounded.size(), list_stats.Prob(logits_[top]),
-                   t.remaining());
+        spdlog::trace("value start node {} after_quote {} grounded {} p_top {:.4f} left {}", node,
+                      after_quote, grounded.size(), list_stats.Prob(logits_[top]), t.remaining());
       // No branching at a plain string whose opening quote came with the key token (`":"`): the
       // value has already left the value-start state. An ungrounded enum still branches there.
       const bool quote_taken = after_quote && !sn.has_enum;
@@ -733,8 +741,8 @@ void Session::DecodeCall(TurnState& t, bool require_call) {
           const double score =
               sum_lp / static_cast<double>(ids.size()) - (closed ? 0.0 : pc.branch_open_penalty);
           if (pc.trace)
-            fmt::print(stderr, "  branch {:?} score {:.4f} tokens {} p {}\n",
-                       tokenizer_.Decode(ids), score, ids.size(), fmt::join(probs, " "));
+            spdlog::trace("  branch {:?} score {:.4f} tokens {} p {}", tokenizer_.Decode(ids),
+                          score, ids.size(), fmt::join(probs, " "));
           if (score > best_score) {
             best_score = score;
             best_ids = ids;
@@ -762,7 +770,7 @@ void Session::DecodeCall(TurnState& t, bool require_call) {
     const double token_confidence =
         CallTokenConfidence(allowed_, t.full_logits ? cand_ : CandidateList(gs));
     t.full_logits = false;
-    if (pc.trace) fmt::print(stderr, "  confidence {:.6f}\n", token_confidence);
+    if (pc.trace) spdlog::trace("  confidence {:.6f}", token_confidence);
     t.dc = std::min(t.dc, token_confidence);
     commit(best, true);
   }
@@ -773,6 +781,12 @@ Reply Session::Respond(std::string_view input, int max_new_tokens) {
   Reply reply;
   TurnState t;
   t.query = std::string(input);
+  // Enum grounding searches everything said since the reset, tool results included, not only
+  // this turn's input (measured on the engine: a value named two turns earlier, or only in a tool
+  // result, is still teacher-forced; doc/PROTOCOL-NOTES.md item 11).
+  if (fresh_) said_.clear();
+  said_.append(input).push_back('\n');
+  t.said = said_;
   t.max_new_tokens = max_new_tokens;
   const bool tool_result = !fresh_ && last_turn_had_calls_;
   const bool was_fresh = fresh_;

@@ -47,7 +47,7 @@ struct ProtocolConfig {
   float repetition_penalty = 1.3f;   // think / free text: logits of tokens already committed
   int enum_min_budget = 13;          // enum grounding needs this many tokens left
   grammar::CompatOptions compat;     // engine quirks reproduced by the grammar
-  bool trace = false;                // print every decision to stderr (debugging)
+  bool trace = false;                // log every decision at trace level (debugging)
   // The head part of the confidence from a full re-forward of the context every turn, as the
   // engine does under NEEDLE_CONF_RESCORE (otherwise only once its cached features are invalid).
   bool conf_rescore = false;
@@ -110,6 +110,10 @@ class Session {
   // and snapshots it. Throws InvalidInput for invalid tools JSON.
   Session(const format::CactFile& file, const SessionConfig& config, std::string_view system,
           std::string_view tools_json);
+  // The same on weights loaded once and shared by several sessions (`model` built from `file`;
+  // read-only, so sessions on different threads may share it).
+  Session(const format::CactFile& file, std::shared_ptr<const model::Model> model,
+          const SessionConfig& config, std::string_view system, std::string_view tools_json);
 
   const std::vector<int32_t>& prefix_ids() const { return prefix_ids_; }
   // Whether the prefix state came from the prefix cache (no prefill ran).
@@ -170,7 +174,7 @@ class Session {
   SessionConfig config_;
   text::Tokenizer tokenizer_;
   text::PromptRenderer renderer_;
-  model::Model model_;
+  std::shared_ptr<const model::Model> model_;
   std::string tools_text_;
   std::vector<std::string> inventory_;
   std::unique_ptr<grammar::CallGrammar> grammar_;
@@ -203,6 +207,8 @@ class Session {
   std::vector<size_t> chosen_;    // indices into all_tools_ of the rendered tools
   std::vector<int32_t> history_;  // every earlier turn after the prefix, as fed (re-prefilled
                                   // by retrieval, re-forwarded by the confidence rescore)
+  std::string said_;              // every input since the last reset (user turns and tool
+                                  // results), what enum grounding searches
 };
 
 }  // namespace needle::session

@@ -40,16 +40,14 @@ void ValidateJson(std::string_view text, std::string_view what) {
   }
 }
 
-std::vector<std::string_view> TopLevelArrayElements(std::string_view s, std::string_view what) {
-  if (s.size() < 2 || s.front() != '[' || s.back() != ']') {
-    Fail<InvalidInput>("{}: expected a JSON array of tools, got '{}'", what,
-                       s.substr(0, std::min<size_t>(s.size(), 40)));
-  }
-  std::vector<std::string_view> out;
+namespace {
+// In a minified array or object s (its closing bracket last): the index of the first ',' at or
+// after `from` that is outside strings and nested values, or s.size() - 1 if there is none.
+size_t NextTopLevelComma(std::string_view s, size_t from) {
   int depth = 0;
   bool in_string = false;
-  size_t begin = 1;
-  for (size_t i = 1; i + 1 < s.size(); ++i) {
+  size_t i = from;
+  for (; i + 1 < s.size(); ++i) {
     const char c = s[i];
     if (in_string) {
       if (c == '\\') {
@@ -57,20 +55,62 @@ std::vector<std::string_view> TopLevelArrayElements(std::string_view s, std::str
       } else if (c == '"') {
         in_string = false;
       }
-      continue;
-    }
-    if (c == '"') {
+    } else if (c == '"') {
       in_string = true;
     } else if (c == '{' || c == '[') {
       ++depth;
     } else if (c == '}' || c == ']') {
       --depth;
     } else if (c == ',' && depth == 0) {
-      out.push_back(s.substr(begin, i - begin));
-      begin = i + 1;
+      return i;
     }
   }
+  return i;
+}
+}  // namespace
+
+std::vector<std::string_view> TopLevelArrayElements(std::string_view s, std::string_view what) {
+  if (s.size() < 2 || s.front() != '[' || s.back() != ']') {
+    Fail<InvalidInput>("{}: expected a JSON array of tools, got '{}'", what,
+                       s.substr(0, std::min<size_t>(s.size(), 40)));
+  }
+  std::vector<std::string_view> out;
+  size_t begin = 1;
+  for (size_t i = NextTopLevelComma(s, 1); i + 1 < s.size(); i = NextTopLevelComma(s, begin)) {
+    out.push_back(s.substr(begin, i - begin));
+    begin = i + 1;
+  }
   if (s.size() - 1 > begin) out.push_back(s.substr(begin, s.size() - 1 - begin));
+  return out;
+}
+
+std::vector<JsonMember> ObjectMembers(std::string_view s, std::string_view what) {
+  if (s.size() < 2 || s.front() != '{' || s.back() != '}') {
+    Fail<InvalidInput>("{}: expected a JSON object, got '{}'", what,
+                       s.substr(0, std::min<size_t>(s.size(), 40)));
+  }
+  std::vector<JsonMember> out;
+  size_t i = 1;
+  while (i + 1 < s.size()) {
+    // "key":value, with the key a string (valid JSON: it starts here and ends at its quote).
+    if (s[i] != '"') Fail<InvalidInput>("{}: expected a key at byte {}", what, i);
+    size_t end = i + 1;
+    while (end < s.size() && s[end] != '"') end += s[end] == '\\' ? 2 : 1;
+    if (end + 1 >= s.size() || s[end + 1] != ':')
+      Fail<InvalidInput>("{}: expected ':' after the key at byte {}", what, i);
+    const std::string_view raw_key = s.substr(i, end + 1 - i);
+    std::string key;
+    try {
+      key = nlohmann::json::parse(raw_key.begin(), raw_key.end()).get<std::string>();
+    } catch (const nlohmann::json::exception& e) {
+      Fail<InvalidInput>("{}: invalid key {}: {}", what, raw_key, e.what());
+    }
+    // The value runs to the next ',' at depth 0 or to the closing brace.
+    const size_t begin = end + 2;
+    const size_t j = NextTopLevelComma(s, begin);
+    out.push_back({std::move(key), s.substr(begin, j - begin)});
+    i = j + 1;
+  }
   return out;
 }
 

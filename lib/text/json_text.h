@@ -20,6 +20,18 @@ void ValidateJson(std::string_view text, std::string_view what);
 std::vector<std::string_view> TopLevelArrayElements(std::string_view minified,
                                                     std::string_view what);
 
+// One member of a JSON object: its key (escapes decoded) and its value's text, a view into the
+// minified object it came from.
+struct JsonMember {
+  std::string key;
+  std::string_view value;
+};
+
+// The members of a top-level JSON object, in order (duplicates kept), as views into `minified`
+// (output of StripJsonWhitespace on valid JSON: the caller validates). Throws InvalidInput naming
+// `what` if `minified` is not an object. Values keep their spelling (nothing is re-serialized).
+std::vector<JsonMember> ObjectMembers(std::string_view minified, std::string_view what);
+
 // The tool inventory (PROTOCOL.md section 1): the elements of the top-level array that are
 // objects with a "name" key, minified, in declaration order. `{"type":"function",...}` wrappers
 // are no tools. Validates the JSON (InvalidInput naming `what`): an element that is not an

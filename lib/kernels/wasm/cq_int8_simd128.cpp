@@ -19,8 +19,7 @@
 
 #include "base/fp16.h"
 #include "kernels/cq_int8.h"
-#include "kernels/cq_int8_x86.h"
-#include "kernels/simd128.h"
+#include "kernels/wasm/kernels_wasm.h"
 
 namespace needle::kernels {
 

@@ -11,7 +11,7 @@
 #include <algorithm>
 
 #include "kernels/attention_i8.h"
-#include "kernels/simd128.h"
+#include "kernels/wasm/kernels_wasm.h"
 
 namespace needle::kernels {
 

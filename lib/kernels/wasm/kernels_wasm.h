@@ -1,8 +1,8 @@
-// WebAssembly SIMD128 versions of the official-numerics kernels (wasm builds only, where every
-// object is compiled with -msimd128). Bit-exact: each function gives the same bits as its scalar
-// reference (cq_int8.cpp, attention_i8.cpp, QuantizeI8); the integer CQ products use the
-// activation layout of cq_int8_x86.h (I8LayoutPositionX86), so the tests treat this table like
-// the x86 ones.
+// WebAssembly SIMD128 versions of the kernel table's official-numerics functions
+// (kernels/dispatch.h) and their int8 activation layout: the `simd128` table of wasm builds,
+// where every object is compiled with -msimd128 (no runtime check: an engine without SIMD128
+// refuses the module). Bit-exact: every function gives its scalar reference's bits
+// (tests/kernels_i8_test.cpp, attention_i8_test.cpp, run under node by scripts/test-wasm.sh).
 #pragma once
 
 #include <cstddef>
@@ -10,8 +10,16 @@
 
 #include "kernels/attention_i8.h"
 #include "kernels/cq_int8.h"
+#include "kernels/cq_int8_x86.h"
 
 namespace needle::kernels {
+
+// Position inside a 128-group of the quantized activation of column k (0 <= k < 128) in the wasm
+// layout: the x86 one (cq_int8_x86.h), where one 16-byte block of positions is what one
+// i8x16.swizzle of shifted / masked code bytes yields.
+inline size_t I8LayoutPositionWasm(uint32_t code_bits, size_t k) {
+  return I8LayoutPositionX86(code_bits, k);
+}
 
 #if defined(NEEDLE_WASM)
 // Integer CQ products: int8 weights from i8x16.swizzle table lookups, widened to int16 and

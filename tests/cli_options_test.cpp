@@ -1,0 +1,205 @@
+// The global options (--version, --log-level, NEEDLE_LOG_LEVEL, --quiet) and bench's models list,
+// streamed rows and output formats (a real Markdown table, SQL a database accepts).
+#include <algorithm>
+#include <catch2/catch.hpp>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <regex>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "format/cact.h"
+#include "format/sha256.h"
+#include "kernels/dispatch.h"
+#include "test_util.h"
+
+using namespace needle::testing;
+using nlohmann::json;
+
+namespace {
+
+// `needle` with an environment variable set.
+CliResult RunWithEnv(const std::string& assignment, std::vector<std::string> args) {
+  args.insert(args.begin(), {assignment, NEEDLE_BINARY});
+  return RunProgram("/usr/bin/env", args);
+}
+
+std::string FileSha256(const std::string& path) {
+  const auto b = ReadBytes(path);
+  return needle::format::Sha256Hex(b);
+}
+
+}  // namespace
+
+TEST_CASE("needle --version names the version, a commit of this repository, compiler and ISAs",
+          "[cli][version]") {
+  const CliResult r = RunCli({"--version"});
+  REQUIRE(r.exit_code == 0);
+  const std::vector<std::string> lines = Lines(r.out);
+  REQUIRE(lines.size() == 6);
+  CHECK(lines[0] == std::string("needle ") + NEEDLE_VERSION);
+  std::smatch m;
+  REQUIRE(std::regex_match(lines[1], m, std::regex("commit +(\\S+)")));
+  const std::string commit = m[1];
+  if (commit != "unknown") {
+    // A commit this checkout knows (configure time, so not necessarily HEAD).
+    CHECK(std::regex_match(commit, std::regex("[0-9a-f]{12}")));
+    const std::string cmd = "git -C '" + std::string(NEEDLE_TEST_DATA) + "' cat-file -e '" +
+                            commit + "^{commit}' 2>/dev/null";
+    CHECK(std::system(cmd.c_str()) == 0);
+  }
+  CHECK(std::regex_match(lines[2], std::regex("compiler +(GCC|Clang) .+")));
+  CHECK(std::regex_match(lines[3], std::regex("build +\\S+")));
+  std::string compiled, usable;
+  for (const auto& isa : needle::kernels::CompiledIsas())
+    compiled += (compiled.empty() ? "" : " ") + isa;
+  for (const auto& isa : needle::kernels::AvailableIsas())
+    usable += (usable.empty() ? "" : " ") + isa;
+  CHECK(lines[4] == "isas      compiled: " + compiled);
+  CHECK(lines[5].rfind("          usable here: " + usable, 0) == 0);
+  // Every usable ISA is compiled in.
+  for (const auto& isa : needle::kernels::AvailableIsas())
+    CHECK(std::find(needle::kernels::CompiledIsas().begin(), needle::kernels::CompiledIsas().end(),
+                    isa) != needle::kernels::CompiledIsas().end());
+}
+
+TEST_CASE("log level: --log-level, NEEDLE_LOG_LEVEL and --quiet decide what reaches stderr",
+          "[cli][log]") {
+  const std::string model = ModelPath("tiny.cact");
+  const std::vector<std::string> raw = {"run", model, "--raw", "-n", "2", "hi"};
+  auto with = [&](std::vector<std::string> front) {
+    front.insert(front.end(), raw.begin(), raw.end());
+    return front;
+  };
+  // run --raw logs its timing line at info: shown by default ...
+  CliResult r = RunCli(raw);
+  REQUIRE(r.exit_code == 0);
+  CHECK(r.err.rfind("needle: info: 2 tokens generated", 0) == 0);
+  const std::string out = r.out;
+  // ... hidden by --quiet, --log-level warning (before or after the subcommand) and the variable.
+  for (const CliResult& quiet :
+       {RunCli(with({"--quiet"})), RunCli(with({"--log-level", "warning"})),
+        RunCli({"run", model, "--raw", "-n", "2", "hi", "--log-level", "error"}),
+        RunWithEnv("NEEDLE_LOG_LEVEL=error", raw)}) {
+    CHECK(quiet.exit_code == 0);
+    CHECK(quiet.err.empty());
+    CHECK(quiet.out == out);  // results are not logs
+  }
+  // The option wins over the variable.
+  r = RunWithEnv("NEEDLE_LOG_LEVEL=off", with({"--log-level", "info"}));
+  CHECK(r.err.find("needle: info: ") != std::string::npos);
+  // Unknown levels are usage errors naming where they came from.
+  r = RunCli(with({"--log-level", "loud"}));
+  CHECK(r.exit_code == 2);
+  r = RunWithEnv("NEEDLE_LOG_LEVEL=loud", raw);
+  CHECK(r.exit_code == 2);
+  CHECK(r.err.find("NEEDLE_LOG_LEVEL") != std::string::npos);
+  CHECK(r.err.find("loud") != std::string::npos);
+  // Conflicts are refused: --quiet with --log-level, --quiet with -v / --trace.
+  CHECK(RunCli(with({"--quiet", "--log-level", "info"})).exit_code == 2);
+  r = RunCli({"--quiet", "run", model, "-n", "2", "-v", "hi"});
+  CHECK(r.exit_code == 2);
+  CHECK(r.err.find("-v/--verbose") != std::string::npos);
+  // -v lines are debug log lines carrying JSON.
+  r = RunCli({"run", model, "-n", "2", "-v", "hi"});
+  REQUIRE(r.exit_code == 0);
+  const std::string prefix = "needle: debug: ";
+  REQUIRE(r.err.rfind(prefix, 0) == 0);
+  CHECK(json::parse(Lines(r.err).front().substr(prefix.size())).contains("generated_ids"));
+}
+
+TEST_CASE("bench: several models, a Markdown table, SQL a database loads, one row per point",
+          "[cli][bench]") {
+  const std::string tiny = ModelPath("tiny.cact"), small = ModelPath("small.cact");
+  const std::vector<std::string> common = {"-p", "8",        "-n", "2",  "-r",
+                                           "1",  "--warmup", "0",  "-t", "1,2"};
+  auto bench = [&](std::vector<std::string> args) {
+    args.insert(args.begin(), "bench");
+    args.insert(args.end(), common.begin(), common.end());
+    return RunCli(args);
+  };
+  const size_t points = 2 /*models*/ * 2 /*threads*/;
+
+  // Markdown: a header row, the alignment row, one row per point, same column count everywhere.
+  CliResult r = bench({tiny, "-m", small});
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  std::vector<std::string> rows;
+  for (const std::string& line : Lines(r.out))
+    if (!line.empty() && line.front() == '|') rows.push_back(line);
+  REQUIRE(rows.size() == 2 + points);
+  auto pipes = [](const std::string& s) {
+    size_t n = 0;
+    for (size_t i = 0; i < s.size(); ++i) n += s[i] == '|' && (i == 0 || s[i - 1] != '\\');
+    return n;
+  };
+  for (const std::string& row : rows) CHECK(pipes(row) == pipes(rows[0]));
+  CHECK(rows[0].rfind("| model | isa |", 0) == 0);
+  CHECK(std::regex_match(rows[1], std::regex("\\|( -{3,}:? \\|)+")));
+  CHECK(rows[2].rfind("| " + tiny + " |", 0) == 0);
+  CHECK(rows[2 + points - 1].rfind("| " + small + " |", 0) == 0);
+
+  // jsonl: one record per point, in the cross product's order, with each file's own hash.
+  r = bench({"-m", tiny + "," + small, "-o", "jsonl"});
+  REQUIRE(r.exit_code == 0);
+  const std::vector<std::string> records = Lines(r.out);
+  REQUIRE(records.size() == points);
+  for (size_t i = 0; i < points; ++i) {
+    const json j = json::parse(records[i]);
+    const std::string path = i < 2 ? tiny : small;
+    CHECK(j["model"] == path);
+    CHECK(j["model_sha256"] == FileSha256(path));
+    CHECK(j["threads"] == (i % 2 ? 2 : 1));
+  }
+  // json: one document holding every record.
+  r = bench({"-m", tiny + "," + small, "-o", "json"});
+  REQUIRE(r.exit_code == 0);
+  CHECK(json::parse(r.out)["records"].size() == points);
+
+  // sql: CREATE TABLE + one INSERT per point, loaded by sqlite (python3's sqlite3 module).
+  TempDir dir;
+  r = bench({tiny, small, "-o", "sql"});
+  REQUIRE(r.exit_code == 0);
+  std::ofstream(dir / "bench.sql") << r.out;
+  const std::string script =
+      "import sqlite3,sys\n"
+      "c=sqlite3.connect(':memory:')\n"
+      "c.executescript(open(sys.argv[1]).read())\n"
+      "for row in c.execute('SELECT model, model_sha256, threads, prompt_tokens FROM "
+      "needle_bench'): print('\\t'.join(map(str,row)))\n";
+  std::ofstream(dir / "load.py") << script;
+  const CliResult loaded = RunProgram("/usr/bin/python3", {dir / "load.py", dir / "bench.sql"});
+  INFO(loaded.err);
+  REQUIRE(loaded.exit_code == 0);
+  const std::vector<std::string> db_rows = Lines(loaded.out);
+  REQUIRE(db_rows.size() == points);
+  CHECK(db_rows[0] == tiny + "\t" + FileSha256(tiny) + "\t1\t8");
+  CHECK(db_rows[3] == small + "\t" + FileSha256(small) + "\t2\t8");
+
+  // Rows are written as their points finish: when the second model cannot be opened, the first
+  // one's rows are already out (and the error names the file).
+  r = bench({"-m", tiny + "," + dir / "missing.cact", "-o", "jsonl"});
+  CHECK(r.exit_code == 3);
+  CHECK(r.err.find("missing.cact") != std::string::npos);
+  const std::vector<std::string> streamed = Lines(r.out);
+  REQUIRE(streamed.size() == 2);
+  CHECK(json::parse(streamed[1])["model"] == tiny);
+
+  // Usage: no model, -o with --json, an unknown format.
+  CHECK(bench({}).exit_code == 2);
+  CHECK(bench({tiny, "-o", "csv", "--json"}).exit_code == 2);
+  CHECK(bench({tiny, "-o", "xml"}).exit_code == 2);
+}
+
+TEST_CASE("bench Markdown escapes pipes in cells", "[report][bench]") {
+  // A model path with a pipe must not add a column.
+  TempDir dir;
+  const std::string odd = dir / "a|b.cact";
+  const auto b = ReadBytes(ModelPath("tiny.cact"));
+  WriteBytes(odd, b);
+  const CliResult r =
+      RunCli({"bench", odd, "-p", "4", "-n", "1", "-r", "1", "--warmup", "0", "-t", "1"});
+  REQUIRE(r.exit_code == 0);
+  CHECK(r.out.find("a\\|b.cact") != std::string::npos);
+}
