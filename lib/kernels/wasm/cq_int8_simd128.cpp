@@ -220,16 +220,23 @@ inline void Widen(const int8_t* q, size_t groups, int16_t* out) {
   }
 }
 
-// int32 partial sums of one group: int8 weights w (kBlocks vectors) times int16 activations a.
-__attribute__((always_inline)) inline v128_t DotGroupI8(const v128_t* w, const int16_t* a) {
-  v128_t acc = wasm_i32x4_splat(0);
-  for (size_t o = 0; o < kBlocks; ++o) {
-    acc = wasm_i32x4_add(acc,
-                         wasm_i32x4_dot_i16x8(wasm_i16x8_extend_low_i8x16(w[o]), Load(a + 16 * o)));
-    acc = wasm_i32x4_add(
-        acc, wasm_i32x4_dot_i16x8(wasm_i16x8_extend_high_i8x16(w[o]), Load(a + 16 * o + 8)));
+// The same, each 16-position block as its 8 even positions, then its 8 odd ones (SplitDot's
+// order).
+inline void WidenSplit(const int8_t* q, size_t groups, int16_t* out) {
+  for (size_t i = 0; i < groups * kI8Group; i += 16) {
+    const v128_t x = Load(q + i);
+    Store(out + i, wasm_i16x8_shr(wasm_i16x8_shl(x, 8), 8));
+    Store(out + i + 8, wasm_i16x8_shr(x, 8));
   }
-  return acc;
+}
+
+// acc + 256 * (16 int8 weights w . their activations a, as WidenSplit stores them): w read as
+// int16 lanes, the even byte shifted into the high half and the odd byte masked in place, so each
+// is its weight times 256, exactly; a group's sum stays below 2^29 in magnitude.
+__attribute__((always_inline)) inline v128_t SplitDot(v128_t acc, v128_t w, const int16_t* a) {
+  const v128_t high = wasm_i16x8_splat(static_cast<int16_t>(0xff00));
+  acc = wasm_i32x4_add(acc, wasm_i32x4_dot_i16x8(wasm_i16x8_shl(w, 8), Load(a)));
+  return wasm_i32x4_add(acc, wasm_i32x4_dot_i16x8(wasm_v128_and(w, high), Load(a + 8)));
 }
 
 // The same with int16 weights (2 * kBlocks vectors).
@@ -252,23 +259,33 @@ struct GemmArgs {
   size_t ldy;
 };
 
-// ---- gemv: one token, four rows side by side (lane = row) ----
+// ---- gemv: one token; per block of four rows, each row's group dots one row at a time (so its
+// weights and the activations it reads fit the registers), then the four chains side by side
+// (lane = row) ----
 
 constexpr size_t kRows = 4;
 
 // Rows [r0, r0 + rows) (rows <= 4; missing rows repeat the last one and are not stored), groups
-// [g0, g1) of their chains (resumed from y when g0 > 0); a16 holds the int16 activations of
+// [g0, g1) of their chains (resumed from y when g0 > 0); a16 holds the WidenSplit activations of
 // groups [g0, g1).
 template <uint32_t kBits>
 void GemvTile(const Unpacker<kBits>& unpack, const GemmArgs& a, const int16_t* a16, size_t g0,
               size_t g1, size_t r0, size_t rows) {
   const CqMatrix& m = *a.m;
   const size_t G = m.groups_per_row;
-  const uint8_t* codes[kRows];
   alignas(16) float norms[kGemvGroupBlock][kRows];
+  v128_t dots[kGemvGroupBlock][kRows];  // 256 * each row's group dot, in 4 partial sums
   for (size_t r = 0; r < kRows; ++r) {
     const size_t row = r0 + std::min(r, rows - 1);
-    codes[r] = m.codes + row * m.row_bytes;
+    const uint8_t* codes = m.codes + row * m.row_bytes;
+    for (size_t g = g0; g < g1; ++g) {
+      v128_t w[kBlocks];
+      unpack.Group(codes + g * 16 * kBits, w);
+      const int16_t* ag = a16 + (g - g0) * kI8Group;
+      v128_t acc = wasm_i32x4_splat(0);
+      for (size_t o = 0; o < kBlocks; ++o) acc = SplitDot(acc, w[o], ag + 16 * o);
+      dots[g - g0][r] = acc;
+    }
     const uint8_t* row_norms = m.norms + (row * G + g0) * 2;
     for (size_t g = g0; g < g1; g += 4) {
       alignas(16) float f[4];
@@ -283,15 +300,9 @@ void GemvTile(const Unpacker<kBits>& unpack, const GemmArgs& a, const int16_t* a
   const v128_t cb = wasm_f32x4_splat(a.cb_scale);
   const float* scales = a.acts->scales;
   for (size_t g = g0; g < g1; ++g) {
-    const int16_t* ag = a16 + (g - g0) * kI8Group;
-    const size_t offset = g * 16 * kBits;
-    v128_t dots[kRows];
-    for (size_t r = 0; r < kRows; ++r) {
-      v128_t w[kBlocks];
-      unpack.Group(codes[r] + offset, w);
-      dots[r] = DotGroupI8(w, ag);
-    }
-    const v128_t dot = wasm_f32x4_convert_i32x4(ReduceLanes4(dots[0], dots[1], dots[2], dots[3]));
+    const v128_t* d = dots[g - g0];
+    const v128_t dot =
+        wasm_f32x4_convert_i32x4(wasm_i32x4_shr(ReduceLanes4(d[0], d[1], d[2], d[3]), 8));
     const v128_t s = wasm_f32x4_splat(scales[g]);
     acc = wasm_f32x4_add(
         wasm_f32x4_mul(Load(norms[g - g0]), wasm_f32x4_mul(cb, wasm_f32x4_mul(s, dot))), acc);
@@ -309,7 +320,7 @@ void GemvBits(const CqMatrix& m, const I8Codebook& cb, const I8Acts& acts, size_
   alignas(16) int16_t a16[kGemvGroupBlock * kI8Group];
   for (size_t g0 = 0; g0 < groups; g0 += kGemvGroupBlock) {
     const size_t g1 = std::min(groups, g0 + kGemvGroupBlock);
-    Widen(acts.q + g0 * kI8Group, g1 - g0, a16);
+    WidenSplit(acts.q + g0 * kI8Group, g1 - g0, a16);
     for (size_t r0 = row_begin; r0 < row_end; r0 += kRows)
       GemvTile<kBits>(unpack, a, a16, g0, g1, r0, std::min(kRows, row_end - r0));
   }
