@@ -67,7 +67,8 @@ macro(needle_wasm_targets)
   if(NEEDLE_BUILD_TESTS)
     set(test_dir ${PROJECT_SOURCE_DIR}/tests)
     add_executable(needle_kernel_tests ${test_dir}/test_main.cpp ${test_dir}/kernels_i8_test.cpp
-      ${test_dir}/attention_i8_test.cpp ${test_dir}/vmath_test.cpp ${test_dir}/libm_test.cpp)
+      ${test_dir}/attention_i8_test.cpp ${test_dir}/vmath_test.cpp ${test_dir}/libm_test.cpp
+      ${test_dir}/quant_test.cpp)
     set_target_properties(needle_kernel_tests PROPERTIES SUFFIX ".js")
     target_compile_options(needle_kernel_tests PRIVATE ${NEEDLE_WARNINGS})
     # No CLI in this build: the helpers that would run it are unused by these tests.

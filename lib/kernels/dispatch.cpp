@@ -57,11 +57,11 @@ const KernelTable kDotprod{"dotprod",        &CqGemmReference, &CqQuantizeI8Neon
                            &LogfArrayNeon,   &QuantizeI8Neon,  &AttendI8Dotprod};
 #endif
 #if defined(NEEDLE_WASM)
-// Activations in the wasm layout (I8LayoutPositionWasm); the f32 CQ product and the libm arrays
-// are the scalar reference's.
-const KernelTable kSimd128{"simd128",           &CqGemmReference,   &CqQuantizeI8Simd128,
-                           &CqGemmI8Simd128,    &DotI8Simd128,      &ExpfArrayReference,
-                           &LogfArrayReference, &QuantizeI8Simd128, &AttendI8Simd128};
+// Activations in the wasm layout (I8LayoutPositionWasm); the f32 CQ product is the scalar
+// reference's.
+const KernelTable kSimd128{"simd128",         &CqGemmReference,   &CqQuantizeI8Simd128,
+                           &CqGemmI8Simd128,  &DotI8Simd128,      &ExpfArraySimd128,
+                           &LogfArraySimd128, &QuantizeI8Simd128, &AttendI8Simd128};
 #endif
 
 // The table for an ISA level this CPU supports.

@@ -1,8 +1,8 @@
-// WASM SIMD128 integer CQ kernels (cq_int8.h): activation quantizers, gemv / gemm and int8 dot.
-// Bit-exact with the scalar references (cq_int8.cpp): the quantizers perform the reference's float
-// operations on every element, 4 at a time; the group dots are exact int32 (int8 values widened to
-// int16, multiplied and pair-summed by i32x4.dot_i16x8_s); each output's f32 chain runs over the
-// groups in order:
+// WASM SIMD128 integer CQ kernels (cq_int8.h): the activation quantizer, gemv / gemm and int8 dot.
+// Bit-exact with the scalar references (cq_int8.cpp): the quantizer performs the reference's float
+// operations on every element, 4 at a time; the group dots are exact int32 (int8 values as int16,
+// multiplied and pair-summed by i32x4.dot_i16x8_s); each output's f32 chain runs over the groups
+// in order:
 //   acc = norm_g * (cb_scale * (s_g * (float)I_g)) + acc
 // Built with -ffp-contract=off (and wasm has no fused multiply-add anyway).
 //
@@ -20,10 +20,21 @@
 #include "base/fp16.h"
 #include "kernels/cq_int8.h"
 #include "kernels/wasm/kernels_wasm.h"
+#include "kernels/wasm/simd128_common.h"
 
 namespace needle::kernels {
 
 namespace {
+
+using simd128::InVectorStages;
+using simd128::Load;
+using simd128::LowBytes16;
+using simd128::MaxLanes;
+using simd128::ReduceLanes4;
+using simd128::RoundToI32;
+using simd128::SplitDot;
+using simd128::Store;
+using simd128::WidenSplit;
 
 constexpr size_t kBlocks = kI8Group / 16;  // 16-byte blocks per group
 // Groups whose int16 activations are staged at a time: gemv (one token), gemm (up to 8 tokens).
@@ -32,38 +43,7 @@ constexpr size_t kGemvGroupBlock = 64;
 constexpr size_t kGemmGroupBlock = 16;
 constexpr size_t kMaxTokens = 8;
 
-inline v128_t Load(const void* p) { return wasm_v128_load(p); }
-inline void Store(void* p, v128_t v) { wasm_v128_store(p, v); }
-
 // ---- quantizers ----
-
-// The reference's int8 of x: low byte of (int32)roundf(x) (half away from zero), 0 unless
-// |x| < 2^31 (NaN, infinities and huge values). x - trunc(x) is exact.
-inline v128_t RoundToI32(v128_t x) {
-  const v128_t t = wasm_f32x4_trunc(x);
-  const v128_t fraction = wasm_f32x4_sub(x, t);
-  v128_t i = wasm_i32x4_trunc_sat_f32x4(x);
-  i = wasm_i32x4_sub(i, wasm_f32x4_ge(fraction, wasm_f32x4_splat(0.5f)));   // mask -1: + 1
-  i = wasm_i32x4_add(i, wasm_f32x4_le(fraction, wasm_f32x4_splat(-0.5f)));  // mask -1: - 1
-  return wasm_v128_and(i, wasm_f32x4_lt(wasm_f32x4_abs(x), wasm_f32x4_splat(0x1p31f)));
-}
-
-// Low bytes of 16 int32 (four vectors) in order.
-inline v128_t LowBytes16(v128_t a, v128_t b, v128_t c, v128_t d) {
-  const v128_t mask = wasm_i32x4_splat(0xff);
-  const v128_t ab = wasm_u16x8_narrow_i32x4(wasm_v128_and(a, mask), wasm_v128_and(b, mask));
-  const v128_t cd = wasm_u16x8_narrow_i32x4(wasm_v128_and(c, mask), wasm_v128_and(d, mask));
-  return wasm_u8x16_narrow_i16x8(ab, cd);
-}
-
-// Butterfly stages h = 1, 2 inside one vector: lanes with bit h set take partner - self (the
-// reference's a - c with a = x[i - h]), the others self + partner.
-inline v128_t InVectorStages(v128_t v) {
-  v128_t partner = wasm_i32x4_shuffle(v, v, 1, 0, 3, 2);
-  v = wasm_i32x4_shuffle(wasm_f32x4_add(v, partner), wasm_f32x4_sub(partner, v), 0, 5, 2, 7);
-  partner = wasm_i32x4_shuffle(v, v, 2, 3, 0, 1);
-  return wasm_i32x4_shuffle(wasm_f32x4_add(v, partner), wasm_f32x4_sub(partner, v), 0, 1, 6, 7);
-}
 
 // 128 int8 in column order (eight 16-byte vectors) -> the layout of I8LayoutPositionX86.
 void StoreLayout(uint32_t code_bits, const v128_t* c, int8_t* dst) {
@@ -103,13 +83,6 @@ void StoreLayout(uint32_t code_bits, const v128_t* c, int8_t* dst) {
   for (size_t o = 0; o < kBlocks; ++o) Store(dst + 16 * o, out[o]);
 }
 
-// max over the lanes (pmax: a NaN never replaces the running value, as std::max(amax, x)).
-inline float MaxLanes(v128_t m) {
-  m = wasm_f32x4_pmax(m, wasm_i32x4_shuffle(m, m, 2, 3, 0, 1));
-  m = wasm_f32x4_pmax(m, wasm_i32x4_shuffle(m, m, 1, 0, 3, 2));
-  return wasm_f32x4_extract_lane(m, 0);
-}
-
 // ---- gemv / gemm ----
 
 // 16 f16 values (u16 lanes zero-extended to u32) -> f32, exactly as F16ToF32: the magnitude bits
@@ -130,16 +103,6 @@ inline v128_t LoadHalves(const uint8_t* p, size_t count) {
   uint16_t h[4] = {};
   std::memcpy(h, p, count * 2);
   return HalfToFloat(wasm_u32x4_make(h[0], h[1], h[2], h[3]));
-}
-
-// Lane r of the result = the sum of the four int32 lanes of v[r].
-inline v128_t ReduceLanes4(v128_t v0, v128_t v1, v128_t v2, v128_t v3) {
-  const v128_t s01 = wasm_i32x4_add(wasm_i32x4_shuffle(v0, v1, 0, 4, 1, 5),
-                                    wasm_i32x4_shuffle(v0, v1, 2, 6, 3, 7));
-  const v128_t s23 = wasm_i32x4_add(wasm_i32x4_shuffle(v2, v3, 0, 4, 1, 5),
-                                    wasm_i32x4_shuffle(v2, v3, 2, 6, 3, 7));
-  return wasm_i32x4_add(wasm_i32x4_shuffle(s01, s23, 0, 1, 4, 5),
-                        wasm_i32x4_shuffle(s01, s23, 2, 3, 6, 7));
 }
 
 // A group's 128 int8 weights in layout order (kBlocks vectors) from its 16 * kBits code bytes.
@@ -220,25 +183,6 @@ inline void Widen(const int8_t* q, size_t groups, int16_t* out) {
   }
 }
 
-// The same, each 16-position block as its 8 even positions, then its 8 odd ones (SplitDot's
-// order).
-inline void WidenSplit(const int8_t* q, size_t groups, int16_t* out) {
-  for (size_t i = 0; i < groups * kI8Group; i += 16) {
-    const v128_t x = Load(q + i);
-    Store(out + i, wasm_i16x8_shr(wasm_i16x8_shl(x, 8), 8));
-    Store(out + i + 8, wasm_i16x8_shr(x, 8));
-  }
-}
-
-// acc + 256 * (16 int8 weights w . their activations a, as WidenSplit stores them): w read as
-// int16 lanes, the even byte shifted into the high half and the odd byte masked in place, so each
-// is its weight times 256, exactly; a group's sum stays below 2^29 in magnitude.
-__attribute__((always_inline)) inline v128_t SplitDot(v128_t acc, v128_t w, const int16_t* a) {
-  const v128_t high = wasm_i16x8_splat(static_cast<int16_t>(0xff00));
-  acc = wasm_i32x4_add(acc, wasm_i32x4_dot_i16x8(wasm_i16x8_shl(w, 8), Load(a)));
-  return wasm_i32x4_add(acc, wasm_i32x4_dot_i16x8(wasm_v128_and(w, high), Load(a + 8)));
-}
-
 // The same with int16 weights (2 * kBlocks vectors).
 __attribute__((always_inline)) inline v128_t DotGroupI16(const v128_t* w, const int16_t* a) {
   v128_t acc0 = wasm_i32x4_dot_i16x8(w[0], Load(a));
@@ -312,7 +256,7 @@ void GemvTile(const Unpacker<kBits>& unpack, const GemmArgs& a, const int16_t* a
 }
 
 template <uint32_t kBits>
-void GemvBits(const CqMatrix& m, const I8Codebook& cb, const I8Acts& acts, size_t row_begin,
+__attribute__((noinline)) void GemvBits(const CqMatrix& m, const I8Codebook& cb, const I8Acts& acts, size_t row_begin,
               size_t row_end, float* y) {
   const Unpacker<kBits> unpack(cb);
   const GemmArgs a{&m, &acts, cb.scale, row_begin, y, 1};
@@ -320,7 +264,7 @@ void GemvBits(const CqMatrix& m, const I8Codebook& cb, const I8Acts& acts, size_
   alignas(16) int16_t a16[kGemvGroupBlock * kI8Group];
   for (size_t g0 = 0; g0 < groups; g0 += kGemvGroupBlock) {
     const size_t g1 = std::min(groups, g0 + kGemvGroupBlock);
-    WidenSplit(acts.q + g0 * kI8Group, g1 - g0, a16);
+    WidenSplit(acts.q + g0 * kI8Group, (g1 - g0) * kI8Group, a16);
     for (size_t r0 = row_begin; r0 < row_end; r0 += kRows)
       GemvTile<kBits>(unpack, a, a16, g0, g1, r0, std::min(kRows, row_end - r0));
   }
@@ -386,7 +330,7 @@ void GemmRow(const Unpacker<kBits>& unpack, const GemmArgs& a, const TokenBlock&
 }
 
 template <uint32_t kBits>
-void GemmBits(const CqMatrix& m, const I8Codebook& cb, const I8Acts& acts, size_t row_begin,
+__attribute__((noinline)) void GemmBits(const CqMatrix& m, const I8Codebook& cb, const I8Acts& acts, size_t row_begin,
               size_t row_end, float* y, size_t ldy) {
   const Unpacker<kBits> unpack(cb);
   const GemmArgs a{&m, &acts, cb.scale, row_begin, y, ldy};
@@ -456,34 +400,6 @@ void CqQuantizeI8Simd128(const float* x, size_t n, size_t cols, size_t ldx, size
       StoreLayout(code_bits, bytes, q + t * in_pad + base);
     }
   }
-}
-
-float QuantizeI8Simd128(const float* v, size_t n, int8_t* q) {
-  v128_t amax = wasm_f32x4_splat(0.f);
-  size_t i = 0;
-  for (; i + 4 <= n; i += 4) amax = wasm_f32x4_pmax(amax, wasm_f32x4_abs(wasm_v128_load(v + i)));
-  alignas(16) float tail[16] = {};
-  std::memcpy(tail, v + i, (n - i) * sizeof(float));
-  amax = wasm_f32x4_pmax(amax, wasm_f32x4_abs(Load(tail)));
-  const float m = MaxLanes(amax);
-  const float s = m > 0.f ? m / 127.0f : 1.0f;
-  const v128_t inv = wasm_f32x4_splat(1.0f / s);
-  auto codes = [&](const float* p) {
-    return LowBytes16(RoundToI32(wasm_f32x4_mul(wasm_v128_load(p), inv)),
-                      RoundToI32(wasm_f32x4_mul(wasm_v128_load(p + 4), inv)),
-                      RoundToI32(wasm_f32x4_mul(wasm_v128_load(p + 8), inv)),
-                      RoundToI32(wasm_f32x4_mul(wasm_v128_load(p + 12), inv)));
-  };
-  i = 0;
-  for (; i + 16 <= n; i += 16) wasm_v128_store(q + i, codes(v + i));
-  if (i < n) {
-    std::memset(tail, 0, sizeof(tail));
-    std::memcpy(tail, v + i, (n - i) * sizeof(float));
-    alignas(16) int8_t out[16];
-    Store(out, codes(tail));
-    std::memcpy(q + i, out, n - i);
-  }
-  return s;
 }
 
 void CqGemmI8Simd128(const CqMatrix& m, const I8Codebook& cb, const I8Acts& acts, size_t row_begin,
