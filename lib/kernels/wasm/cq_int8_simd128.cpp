@@ -17,7 +17,6 @@
 #include <cmath>
 #include <cstring>
 
-#include "base/fp16.h"
 #include "kernels/cq_int8.h"
 #include "kernels/wasm/kernels_wasm.h"
 #include "kernels/wasm/simd128_common.h"
@@ -37,11 +36,10 @@ using simd128::Store;
 using simd128::WidenSplit;
 
 constexpr size_t kBlocks = kI8Group / 16;  // 16-byte blocks per group
-// Groups whose int16 activations are staged at a time: gemv (one token), gemm (up to 8 tokens).
+// Groups whose int16 activations are staged at a time: gemv (one token), gemm (a tile of tokens).
 // Longer rows are walked in blocks, the chains resumed from y (an f32 store and reload is exact).
 constexpr size_t kGemvGroupBlock = 64;
 constexpr size_t kGemmGroupBlock = 16;
-constexpr size_t kMaxTokens = 8;
 
 // ---- quantizers ----
 
@@ -100,9 +98,25 @@ inline v128_t HalfToFloat(v128_t h) {
 
 // count (<= 4) little-endian f16 at p -> f32 lanes 0..count-1 (the others 0).
 inline v128_t LoadHalves(const uint8_t* p, size_t count) {
+  if (count == 4) return HalfToFloat(wasm_u32x4_extend_low_u16x8(wasm_v128_load64_zero(p)));
   uint16_t h[4] = {};
-  std::memcpy(h, p, count * 2);
+  for (size_t i = 0; i < count; ++i) std::memcpy(&h[i], p + 2 * i, 2);
   return HalfToFloat(wasm_u32x4_make(h[0], h[1], h[2], h[3]));
+}
+
+// The first `count` (<= 4) lanes of v to / from p (constant-size copies: a variable-size memcpy is
+// a call in wasm).
+inline void StorePartial(float* p, v128_t v, size_t count) {
+  if (count == 4) return Store(p, v);
+  alignas(16) float f[4];
+  Store(f, v);
+  for (size_t i = 0; i < count; ++i) p[i] = f[i];
+}
+inline v128_t LoadPartial(const float* p, size_t count) {
+  if (count == 4) return Load(p);
+  alignas(16) float f[4] = {};
+  for (size_t i = 0; i < count; ++i) f[i] = p[i];
+  return Load(f);
 }
 
 // A group's 128 int8 weights in layout order (kBlocks vectors) from its 16 * kBits code bytes.
@@ -174,26 +188,6 @@ class Unpacker {
   v128_t lo_, hi_;
 };
 
-// int16 copies of `groups` groups of int8 activations (layout order kept).
-inline void Widen(const int8_t* q, size_t groups, int16_t* out) {
-  for (size_t i = 0; i < groups * kI8Group; i += 16) {
-    const v128_t x = Load(q + i);
-    Store(out + i, wasm_i16x8_extend_low_i8x16(x));
-    Store(out + i + 8, wasm_i16x8_extend_high_i8x16(x));
-  }
-}
-
-// The same with int16 weights (2 * kBlocks vectors).
-__attribute__((always_inline)) inline v128_t DotGroupI16(const v128_t* w, const int16_t* a) {
-  v128_t acc0 = wasm_i32x4_dot_i16x8(w[0], Load(a));
-  v128_t acc1 = wasm_i32x4_dot_i16x8(w[1], Load(a + 8));
-  for (size_t i = 2; i < 2 * kBlocks; i += 2) {
-    acc0 = wasm_i32x4_add(acc0, wasm_i32x4_dot_i16x8(w[i], Load(a + 8 * i)));
-    acc1 = wasm_i32x4_add(acc1, wasm_i32x4_dot_i16x8(w[i + 1], Load(a + 8 * i + 8)));
-  }
-  return wasm_i32x4_add(acc0, acc1);
-}
-
 struct GemmArgs {
   const CqMatrix* m;
   const I8Acts* acts;
@@ -238,9 +232,7 @@ void GemvTile(const Unpacker<kBits>& unpack, const GemmArgs& a, const int16_t* a
     }
   }
   float* y = a.y + (r0 - a.row_begin);
-  alignas(16) float out[kRows] = {};
-  if (g0 > 0) std::memcpy(out, y, rows * sizeof(float));
-  v128_t acc = Load(out);
+  v128_t acc = g0 > 0 ? LoadPartial(y, rows) : wasm_f32x4_splat(0.f);
   const v128_t cb = wasm_f32x4_splat(a.cb_scale);
   const float* scales = a.acts->scales;
   for (size_t g = g0; g < g1; ++g) {
@@ -251,12 +243,11 @@ void GemvTile(const Unpacker<kBits>& unpack, const GemmArgs& a, const int16_t* a
     acc = wasm_f32x4_add(
         wasm_f32x4_mul(Load(norms[g - g0]), wasm_f32x4_mul(cb, wasm_f32x4_mul(s, dot))), acc);
   }
-  Store(out, acc);
-  std::memcpy(y, out, rows * sizeof(float));
+  StorePartial(y, acc, rows);
 }
 
 template <uint32_t kBits>
-__attribute__((noinline)) void GemvBits(const CqMatrix& m, const I8Codebook& cb, const I8Acts& acts, size_t row_begin,
+void GemvBits(const CqMatrix& m, const I8Codebook& cb, const I8Acts& acts, size_t row_begin,
               size_t row_end, float* y) {
   const Unpacker<kBits> unpack(cb);
   const GemmArgs a{&m, &acts, cb.scale, row_begin, y, 1};
@@ -270,86 +261,82 @@ __attribute__((noinline)) void GemvBits(const CqMatrix& m, const I8Codebook& cb,
   }
 }
 
-// ---- gemm: one row at a time against a tile of T tokens (lane = token, T / 4 vectors); each
-// group's weights are unpacked and widened once and used for all T tokens ----
+// ---- gemm: one row at a time against a tile of kTile tokens (lane = token); each 16-weight
+// block is unpacked and split once and used for every token of the tile ----
 
-// Activations and scales of one (token tile, group block): a16 [t][group - g0][128] and
-// scale [group - g0][t] (missing tokens repeat the tile's last token and are not stored).
+constexpr size_t kTile = 4;
+
+// Activations and scales of one (token tile, group block): a16 [t][group - g0][128] in WidenSplit
+// order and scale [group - g0][t] (missing tokens repeat the tile's last token and are not
+// stored).
 struct TokenBlock {
-  alignas(16) int16_t a16[kMaxTokens][kGemmGroupBlock * kI8Group];
-  alignas(16) float scale[kGemmGroupBlock][kMaxTokens];
+  alignas(16) int16_t a16[kTile][kGemmGroupBlock * kI8Group];
+  alignas(16) float scale[kGemmGroupBlock][kTile];
 };
 
-void StageTokens(const I8Acts& acts, size_t groups, size_t t0, size_t tokens, size_t T, size_t g0,
-                 size_t g1, TokenBlock* tb) {
-  for (size_t t = 0; t < T; ++t) {
+void StageTokens(const I8Acts& acts, size_t groups, size_t t0, size_t tokens, size_t g0, size_t g1,
+                 TokenBlock* tb) {
+  for (size_t t = 0; t < kTile; ++t) {
     const size_t token = t0 + std::min(t, tokens - 1);
-    Widen(acts.q + token * acts.in_pad + g0 * kI8Group, g1 - g0, tb->a16[t]);
+    WidenSplit(acts.q + token * acts.in_pad + g0 * kI8Group, (g1 - g0) * kI8Group, tb->a16[t]);
     for (size_t g = g0; g < g1; ++g) tb->scale[g - g0][t] = acts.scales[token * groups + g];
   }
 }
 
-template <uint32_t kBits, size_t T>
+template <uint32_t kBits>
 void GemmRow(const Unpacker<kBits>& unpack, const GemmArgs& a, const TokenBlock& tb, size_t t0,
              size_t tokens, size_t g0, size_t g1, size_t row) {
-  constexpr size_t kVectors = T / 4;
   const CqMatrix& m = *a.m;
   const uint8_t* codes = m.codes + row * m.row_bytes;
-  const uint8_t* row_norms = m.norms + row * m.groups_per_row * 2;
-  auto y_at = [&](size_t t) { return a.y + (t0 + t) * a.ldy + (row - a.row_begin); };
-  alignas(16) float out[T] = {};
+  const uint8_t* row_norms = m.norms + (row * m.groups_per_row + g0) * 2;
+  alignas(16) float norms[kGemmGroupBlock];
+  for (size_t g = g0; g < g1; g += 4)
+    Store(norms + (g - g0), LoadHalves(row_norms + 2 * (g - g0), std::min<size_t>(4, g1 - g)));
+  alignas(16) float out[kTile] = {};
   if (g0 > 0)
-    for (size_t t = 0; t < tokens; ++t) out[t] = *y_at(t);
-  v128_t acc[kVectors];
-  for (size_t v = 0; v < kVectors; ++v) acc[v] = Load(out + 4 * v);
+    for (size_t t = 0; t < tokens; ++t) out[t] = a.y[(t0 + t) * a.ldy + (row - a.row_begin)];
+  v128_t acc = Load(out);
   const v128_t cb = wasm_f32x4_splat(a.cb_scale);
+  const v128_t high = wasm_i16x8_splat(static_cast<int16_t>(0xff00));
   for (size_t g = g0; g < g1; ++g) {
-    v128_t w8[kBlocks], w16[2 * kBlocks];
-    unpack.Group(codes + g * 16 * kBits, w8);
-    for (size_t o = 0; o < kBlocks; ++o) {
-      w16[2 * o] = wasm_i16x8_extend_low_i8x16(w8[o]);
-      w16[2 * o + 1] = wasm_i16x8_extend_high_i8x16(w8[o]);
-    }
-    uint16_t half;
-    std::memcpy(&half, row_norms + 2 * g, 2);
-    const v128_t norm = wasm_f32x4_splat(F16ToF32(half));
+    v128_t w[kBlocks];
+    unpack.Group(codes + g * 16 * kBits, w);
     const size_t offset = (g - g0) * kI8Group;
-    for (size_t v = 0; v < kVectors; ++v) {
-      const v128_t d0 = DotGroupI16(w16, tb.a16[4 * v] + offset);
-      const v128_t d1 = DotGroupI16(w16, tb.a16[4 * v + 1] + offset);
-      const v128_t d2 = DotGroupI16(w16, tb.a16[4 * v + 2] + offset);
-      const v128_t d3 = DotGroupI16(w16, tb.a16[4 * v + 3] + offset);
-      const v128_t dot = wasm_f32x4_convert_i32x4(ReduceLanes4(d0, d1, d2, d3));
-      const v128_t s = Load(&tb.scale[g - g0][4 * v]);
-      acc[v] =
-          wasm_f32x4_add(wasm_f32x4_mul(norm, wasm_f32x4_mul(cb, wasm_f32x4_mul(s, dot))), acc[v]);
+    v128_t d[kTile];
+    for (size_t t = 0; t < kTile; ++t) d[t] = wasm_i32x4_splat(0);
+    for (size_t o = 0; o < kBlocks; ++o) {
+      const v128_t even = wasm_i16x8_shl(w[o], 8), odd = wasm_v128_and(w[o], high);
+      for (size_t t = 0; t < kTile; ++t) {
+        const int16_t* at = tb.a16[t] + offset + 16 * o;
+        d[t] = wasm_i32x4_add(d[t], wasm_i32x4_dot_i16x8(even, Load(at)));
+        d[t] = wasm_i32x4_add(d[t], wasm_i32x4_dot_i16x8(odd, Load(at + 8)));
+      }
     }
+    const v128_t dot =
+        wasm_f32x4_convert_i32x4(wasm_i32x4_shr(ReduceLanes4(d[0], d[1], d[2], d[3]), 8));
+    const v128_t s = Load(&tb.scale[g - g0][0]);
+    const v128_t norm = wasm_v128_load32_splat(norms + (g - g0));
+    acc = wasm_f32x4_add(wasm_f32x4_mul(norm, wasm_f32x4_mul(cb, wasm_f32x4_mul(s, dot))), acc);
   }
-  for (size_t v = 0; v < kVectors; ++v) Store(out + 4 * v, acc[v]);
-  for (size_t t = 0; t < tokens; ++t) *y_at(t) = out[t];
+  Store(out, acc);
+  for (size_t t = 0; t < tokens; ++t) a.y[(t0 + t) * a.ldy + (row - a.row_begin)] = out[t];
 }
 
 template <uint32_t kBits>
-__attribute__((noinline)) void GemmBits(const CqMatrix& m, const I8Codebook& cb, const I8Acts& acts, size_t row_begin,
+void GemmBits(const CqMatrix& m, const I8Codebook& cb, const I8Acts& acts, size_t row_begin,
               size_t row_end, float* y, size_t ldy) {
   const Unpacker<kBits> unpack(cb);
   const GemmArgs a{&m, &acts, cb.scale, row_begin, y, ldy};
   const size_t groups = m.groups_per_row;
-  static thread_local TokenBlock tb;  // 33 KB: kept off the stack
-  for (size_t t0 = 0; t0 < acts.n;) {
-    const size_t tokens = std::min(kMaxTokens, acts.n - t0);
-    const size_t T = tokens > 4 ? 8 : 4;
+  static thread_local TokenBlock tb;  // 16 KB: kept off the stack
+  for (size_t t0 = 0; t0 < acts.n; t0 += kTile) {
+    const size_t tokens = std::min(kTile, acts.n - t0);
     for (size_t g0 = 0; g0 < groups; g0 += kGemmGroupBlock) {
       const size_t g1 = std::min(groups, g0 + kGemmGroupBlock);
-      StageTokens(acts, groups, t0, tokens, T, g0, g1, &tb);
-      for (size_t r = row_begin; r < row_end; ++r) {
-        if (T == 8)
-          GemmRow<kBits, 8>(unpack, a, tb, t0, tokens, g0, g1, r);
-        else
-          GemmRow<kBits, 4>(unpack, a, tb, t0, tokens, g0, g1, r);
-      }
+      StageTokens(acts, groups, t0, tokens, g0, g1, &tb);
+      for (size_t r = row_begin; r < row_end; ++r)
+        GemmRow<kBits>(unpack, a, tb, t0, tokens, g0, g1, r);
     }
-    t0 += tokens;
   }
 }
 
