@@ -261,10 +261,141 @@ void GemvBits(const CqMatrix& m, const I8Codebook& cb, const I8Acts& acts, size_
   }
 }
 
-// ---- gemm: one row at a time against a tile of kTile tokens (lane = token); each 16-weight
-// block is unpacked and split once and used for every token of the tile ----
+// ---- 2-bit gemv by table lookup (T-MAC style): a code byte holds the codes of columns 4k..4k+3,
+// each nibble a column pair. For one token, a table per pair holds its 16 possible products
+// T[n] = q[n & 3] * a0 + q[n >> 2] * a1 (|T| <= 2 * 127 * 127 < 2^15), as its low bytes and its
+// high bytes + 128 (both unsigned). 16 rows go at a time: their code bytes transposed (vector k =
+// byte k of every row), so one i8x16.swizzle per table half gives a nibble's products for all 16
+// rows; the bytes are summed in 16-bit lanes, each lane holding two rows (its low byte row j, its
+// high byte row 8 + j): one sum of the whole lanes (mod 2^16) and one of their high bytes, from
+// which the low bytes' sum is recovered exactly (a group's 64 pairs sum to < 2^15 per row).
+// Then I = 256 * (sum of high bytes - 64 * 128) + sum of low bytes, exactly the group dot. ----
 
-constexpr size_t kTile = 4;
+constexpr size_t kLutRows = 16;
+constexpr size_t kLutGroups = 16;             // groups whose tables are built at a time
+constexpr size_t kPairTables = 2 * kI8Group;  // vectors per group: 64 pairs x {low, high}
+
+// The tables of one group of activations a (I8LayoutPositionWasm order: column 4k + j at 32 j + k),
+// vector 2 (2k + h) + {0: low bytes, 1: high bytes + 128} for the pair of columns 4k + 2h and
+// 4k + 2h + 1 (nibble h of code byte k).
+void BuildPairTables(const I8Codebook& cb, const int8_t* a, v128_t* tables) {
+  alignas(16) int16_t a16[kI8Group];
+  for (size_t i = 0; i < kI8Group; i += 16) {
+    const v128_t x = Load(a + i);
+    Store(a16 + i, wasm_i16x8_extend_low_i8x16(x));
+    Store(a16 + i + 8, wasm_i16x8_extend_high_i8x16(x));
+  }
+  const int16_t q0 = cb.q[0], q1 = cb.q[1], q2 = cb.q[2], q3 = cb.q[3];
+  // Entries n = 0..7 and 8..15: the first code n & 3, the second n >> 2.
+  const v128_t first = wasm_i16x8_make(q0, q1, q2, q3, q0, q1, q2, q3);
+  const v128_t second_lo = wasm_i16x8_make(q0, q0, q0, q0, q1, q1, q1, q1);
+  const v128_t second_hi = wasm_i16x8_make(q2, q2, q2, q2, q3, q3, q3, q3);
+  const v128_t low_byte = wasm_i16x8_splat(0xff);
+  const v128_t bias = wasm_i8x16_splat(static_cast<int8_t>(0x80));
+  for (size_t k = 0; k < 32; ++k) {
+    for (size_t h = 0; h < 2; ++h) {
+      const v128_t a0 = wasm_v128_load16_splat(a16 + 64 * h + k);
+      const v128_t a1 = wasm_v128_load16_splat(a16 + 64 * h + 32 + k);
+      const v128_t p0 = wasm_i16x8_mul(first, a0);
+      const v128_t t_lo = wasm_i16x8_add(p0, wasm_i16x8_mul(second_lo, a1));
+      const v128_t t_hi = wasm_i16x8_add(p0, wasm_i16x8_mul(second_hi, a1));
+      v128_t* t = tables + 2 * (2 * k + h);
+      t[0] = wasm_u8x16_narrow_i16x8(wasm_v128_and(t_lo, low_byte), wasm_v128_and(t_hi, low_byte));
+      t[1] = wasm_v128_xor(
+          wasm_i8x16_narrow_i16x8(wasm_i16x8_shr(t_lo, 8), wasm_i16x8_shr(t_hi, 8)), bias);
+    }
+  }
+}
+
+// 16 vectors of 16 bytes -> their transpose, in place: v[k] byte p = old v[p] byte k (four rounds
+// of byte interleaves of v[i] and v[i + 8]).
+inline void Transpose16(v128_t* v) {
+  for (size_t round = 0; round < 4; ++round) {
+    v128_t t[16];
+    for (size_t i = 0; i < 8; ++i) {
+      t[2 * i] = wasm_i8x16_shuffle(v[i], v[i + 8], 0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6,
+                                    22, 7, 23);
+      t[2 * i + 1] = wasm_i8x16_shuffle(v[i], v[i + 8], 8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13,
+                                        29, 14, 30, 15, 31);
+    }
+    for (size_t i = 0; i < 16; ++i) v[i] = t[i];
+  }
+}
+
+// Rows [r0, r0 + 16), groups [g0, g1) of their chains (resumed from y when g0 > 0); tables hold
+// the groups' pair tables (BuildPairTables).
+void LutTile(const CqMatrix& m, float cb_scale, const float* scales, const v128_t* tables,
+             size_t g0, size_t g1, size_t r0, float* y) {
+  // Byte p of the transposed code vectors (and of every swizzle result) is row j for p = 2 j, row
+  // 8 + j for p = 2 j + 1: a 16-bit lane j holds rows j and 8 + j.
+  const uint8_t* rows[kLutRows];
+  for (size_t p = 0; p < kLutRows; ++p) rows[p] = m.codes + (r0 + p / 2 + 8 * (p % 2)) * m.row_bytes;
+  v128_t acc[4];
+  for (size_t v = 0; v < 4; ++v) acc[v] = g0 > 0 ? Load(y + 4 * v) : wasm_f32x4_splat(0.f);
+  const v128_t cb = wasm_f32x4_splat(cb_scale);
+  const v128_t nibble = wasm_i8x16_splat(15);
+  const v128_t offset = wasm_i32x4_splat(64 * 128 * 256);  // the high bytes' bias, summed
+  for (size_t g = g0; g < g1; ++g) {
+    v128_t codes[32];
+    for (size_t half = 0; half < 2; ++half) {
+      for (size_t p = 0; p < kLutRows; ++p) codes[16 * half + p] = Load(rows[p] + 32 * g + 16 * half);
+      Transpose16(codes + 16 * half);
+    }
+    const v128_t* t = tables + (g - g0) * kPairTables;
+    v128_t low_all = wasm_i16x8_splat(0), low_odd = low_all, high_all = low_all,
+           high_odd = low_all;
+    for (size_t k = 0; k < 32; ++k) {
+      const v128_t index[2] = {wasm_v128_and(codes[k], nibble),
+                               wasm_v128_and(wasm_u16x8_shr(codes[k], 4), nibble)};
+      for (size_t h = 0; h < 2; ++h) {
+        const v128_t lo = wasm_i8x16_swizzle(t[2 * (2 * k + h)], index[h]);
+        const v128_t hi = wasm_i8x16_swizzle(t[2 * (2 * k + h) + 1], index[h]);
+        low_all = wasm_i16x8_add(low_all, lo);
+        low_odd = wasm_i16x8_add(low_odd, wasm_u16x8_shr(lo, 8));
+        high_all = wasm_i16x8_add(high_all, hi);
+        high_odd = wasm_i16x8_add(high_odd, wasm_u16x8_shr(hi, 8));
+      }
+    }
+    // Rows 0..7: the lanes' low bytes; rows 8..15: their high bytes.
+    const v128_t low[2] = {wasm_i16x8_sub(low_all, wasm_i16x8_shl(low_odd, 8)), low_odd};
+    const v128_t high[2] = {wasm_i16x8_sub(high_all, wasm_i16x8_shl(high_odd, 8)), high_odd};
+    uint16_t h[kLutRows];
+    for (size_t r = 0; r < kLutRows; ++r)
+      std::memcpy(&h[r], m.norms + ((r0 + r) * m.groups_per_row + g) * 2, 2);
+    const v128_t s = wasm_f32x4_splat(scales[g]);
+    for (size_t v = 0; v < 4; ++v) {
+      const v128_t lo16 = low[v / 2], hi16 = high[v / 2];
+      const v128_t lo32 = v % 2 ? wasm_u32x4_extend_high_u16x8(lo16) : wasm_u32x4_extend_low_u16x8(lo16);
+      const v128_t hi32 = v % 2 ? wasm_u32x4_extend_high_u16x8(hi16) : wasm_u32x4_extend_low_u16x8(hi16);
+      const v128_t dot = wasm_f32x4_convert_i32x4(
+          wasm_i32x4_sub(wasm_i32x4_add(wasm_i32x4_shl(hi32, 8), lo32), offset));
+      const v128_t norm = HalfToFloat(wasm_u32x4_make(h[4 * v], h[4 * v + 1], h[4 * v + 2], h[4 * v + 3]));
+      acc[v] = wasm_f32x4_add(wasm_f32x4_mul(norm, wasm_f32x4_mul(cb, wasm_f32x4_mul(s, dot))), acc[v]);
+    }
+  }
+  for (size_t v = 0; v < 4; ++v) Store(y + 4 * v, acc[v]);
+}
+
+// 2-bit rows [row_begin, row_end): blocks of 16 rows by table lookup, the rest by GemvTile.
+void GemvLut(const CqMatrix& m, const I8Codebook& cb, const I8Acts& acts, size_t row_begin,
+             size_t row_end, float* y) {
+  static thread_local v128_t tables[kLutGroups * kPairTables];  // 32 KB
+  const size_t groups = m.groups_per_row;
+  const size_t lut_end = row_begin + (row_end - row_begin) / kLutRows * kLutRows;
+  for (size_t g0 = 0; g0 < groups; g0 += kLutGroups) {
+    const size_t g1 = std::min(groups, g0 + kLutGroups);
+    for (size_t g = g0; g < g1; ++g)
+      BuildPairTables(cb, acts.q + g * kI8Group, tables + (g - g0) * kPairTables);
+    for (size_t r0 = row_begin; r0 < lut_end; r0 += kLutRows)
+      LutTile(m, cb.scale, acts.scales, tables, g0, g1, r0, y + (r0 - row_begin));
+  }
+  if (lut_end < row_end) GemvBits<2>(m, cb, acts, lut_end, row_end, y + (lut_end - row_begin));
+}
+
+// ---- gemm: one row at a time against a tile of up to kTile tokens (lane = token, four per
+// vector); each group's weights are unpacked once for every token of the tile ----
+
+constexpr size_t kTile = 8;
 
 // Activations and scales of one (token tile, group block): a16 [t][group - g0][128] in WidenSplit
 // order and scale [group - g0][t] (missing tokens repeat the tile's last token and are not
@@ -274,18 +405,19 @@ struct TokenBlock {
   alignas(16) float scale[kGemmGroupBlock][kTile];
 };
 
-void StageTokens(const I8Acts& acts, size_t groups, size_t t0, size_t tokens, size_t g0, size_t g1,
-                 TokenBlock* tb) {
-  for (size_t t = 0; t < kTile; ++t) {
+void StageTokens(const I8Acts& acts, size_t groups, size_t t0, size_t tokens, size_t T, size_t g0,
+                 size_t g1, TokenBlock* tb) {
+  for (size_t t = 0; t < T; ++t) {
     const size_t token = t0 + std::min(t, tokens - 1);
     WidenSplit(acts.q + token * acts.in_pad + g0 * kI8Group, (g1 - g0) * kI8Group, tb->a16[t]);
     for (size_t g = g0; g < g1; ++g) tb->scale[g - g0][t] = acts.scales[token * groups + g];
   }
 }
 
+// Tokens [t0, t0 + tokens) of row `row`, the tile's T (4 or 8 >= tokens) staged tokens computed.
 template <uint32_t kBits>
 void GemmRow(const Unpacker<kBits>& unpack, const GemmArgs& a, const TokenBlock& tb, size_t t0,
-             size_t tokens, size_t g0, size_t g1, size_t row) {
+             size_t tokens, size_t T, size_t g0, size_t g1, size_t row) {
   const CqMatrix& m = *a.m;
   const uint8_t* codes = m.codes + row * m.row_bytes;
   const uint8_t* row_norms = m.norms + (row * m.groups_per_row + g0) * 2;
@@ -295,30 +427,34 @@ void GemmRow(const Unpacker<kBits>& unpack, const GemmArgs& a, const TokenBlock&
   alignas(16) float out[kTile] = {};
   if (g0 > 0)
     for (size_t t = 0; t < tokens; ++t) out[t] = a.y[(t0 + t) * a.ldy + (row - a.row_begin)];
-  v128_t acc = Load(out);
+  v128_t acc[kTile / 4] = {Load(out), Load(out + 4)};
   const v128_t cb = wasm_f32x4_splat(a.cb_scale);
-  const v128_t high = wasm_i16x8_splat(static_cast<int16_t>(0xff00));
   for (size_t g = g0; g < g1; ++g) {
     v128_t w[kBlocks];
     unpack.Group(codes + g * 16 * kBits, w);
     const size_t offset = (g - g0) * kI8Group;
+    // One token at a time (a real loop: unrolled, its loads would all be issued first and
+    // spilled), the unpacked weights kept in registers and split again per token.
     v128_t d[kTile];
-    for (size_t t = 0; t < kTile; ++t) d[t] = wasm_i32x4_splat(0);
-    for (size_t o = 0; o < kBlocks; ++o) {
-      const v128_t even = wasm_i16x8_shl(w[o], 8), odd = wasm_v128_and(w[o], high);
-      for (size_t t = 0; t < kTile; ++t) {
-        const int16_t* at = tb.a16[t] + offset + 16 * o;
-        d[t] = wasm_i32x4_add(d[t], wasm_i32x4_dot_i16x8(even, Load(at)));
-        d[t] = wasm_i32x4_add(d[t], wasm_i32x4_dot_i16x8(odd, Load(at + 8)));
-      }
+#pragma clang loop unroll(disable)
+    for (size_t t = 0; t < T; ++t) {
+      const int16_t* at = tb.a16[t] + offset;
+      v128_t acc = wasm_i32x4_splat(0);
+      for (size_t o = 0; o < kBlocks; ++o) acc = SplitDot(acc, w[o], at + 16 * o);
+      d[t] = acc;
     }
-    const v128_t dot =
-        wasm_f32x4_convert_i32x4(wasm_i32x4_shr(ReduceLanes4(d[0], d[1], d[2], d[3]), 8));
-    const v128_t s = Load(&tb.scale[g - g0][0]);
     const v128_t norm = wasm_v128_load32_splat(norms + (g - g0));
-    acc = wasm_f32x4_add(wasm_f32x4_mul(norm, wasm_f32x4_mul(cb, wasm_f32x4_mul(s, dot))), acc);
+    for (size_t v = 0; v < T / 4; ++v) {
+      const v128_t* dv = d + 4 * v;
+      const v128_t dot =
+          wasm_f32x4_convert_i32x4(wasm_i32x4_shr(ReduceLanes4(dv[0], dv[1], dv[2], dv[3]), 8));
+      const v128_t s = Load(&tb.scale[g - g0][4 * v]);
+      acc[v] =
+          wasm_f32x4_add(wasm_f32x4_mul(norm, wasm_f32x4_mul(cb, wasm_f32x4_mul(s, dot))), acc[v]);
+    }
   }
-  Store(out, acc);
+  Store(out, acc[0]);
+  Store(out + 4, acc[1]);
   for (size_t t = 0; t < tokens; ++t) a.y[(t0 + t) * a.ldy + (row - a.row_begin)] = out[t];
 }
 
@@ -328,14 +464,15 @@ void GemmBits(const CqMatrix& m, const I8Codebook& cb, const I8Acts& acts, size_
   const Unpacker<kBits> unpack(cb);
   const GemmArgs a{&m, &acts, cb.scale, row_begin, y, ldy};
   const size_t groups = m.groups_per_row;
-  static thread_local TokenBlock tb;  // 16 KB: kept off the stack
+  static thread_local TokenBlock tb;  // 33 KB: kept off the stack
   for (size_t t0 = 0; t0 < acts.n; t0 += kTile) {
     const size_t tokens = std::min(kTile, acts.n - t0);
+    const size_t T = tokens > 4 ? 8 : 4;
     for (size_t g0 = 0; g0 < groups; g0 += kGemmGroupBlock) {
       const size_t g1 = std::min(groups, g0 + kGemmGroupBlock);
-      StageTokens(acts, groups, t0, tokens, g0, g1, &tb);
+      StageTokens(acts, groups, t0, tokens, T, g0, g1, &tb);
       for (size_t r = row_begin; r < row_end; ++r)
-        GemmRow<kBits>(unpack, a, tb, t0, tokens, g0, g1, r);
+        GemmRow<kBits>(unpack, a, tb, t0, tokens, T, g0, g1, r);
     }
   }
 }
@@ -397,7 +534,7 @@ void CqGemmI8Simd128(const CqMatrix& m, const I8Codebook& cb, const I8Acts& acts
   if (acts.n == 1) {
     switch (m.code_bits) {
       case 2:
-        return GemvBits<2>(m, cb, acts, row_begin, row_end, y);
+        return GemvLut(m, cb, acts, row_begin, row_end, y);
       case 3:
         return GemvBits<3>(m, cb, acts, row_begin, row_end, y);
       default:
