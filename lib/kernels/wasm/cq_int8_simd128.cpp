@@ -341,15 +341,16 @@ void LutTile(const CqMatrix& m, float cb_scale, const float* scales, const v128_
       for (size_t p = 0; p < kLutRows; ++p) codes[16 * half + p] = Load(rows[p] + 32 * g + 16 * half);
       Transpose16(codes + 16 * half);
     }
-    const v128_t* t = tables + (g - g0) * kPairTables;
     v128_t low_all = wasm_i16x8_splat(0), low_odd = low_all, high_all = low_all,
            high_odd = low_all;
-    for (size_t k = 0; k < 32; ++k) {
-      const v128_t index[2] = {wasm_v128_and(codes[k], nibble),
-                               wasm_v128_and(wasm_u16x8_shr(codes[k], 4), nibble)};
+    // Pointer steps and constant offsets: indexing by k would cost an address computation per
+    // load in wasm.
+    const v128_t* t = tables + (g - g0) * kPairTables;
+    for (const v128_t* c = codes; c < codes + 32; ++c, t += 4) {
+      const v128_t index[2] = {wasm_v128_and(*c, nibble), wasm_v128_and(wasm_u16x8_shr(*c, 4), nibble)};
       for (size_t h = 0; h < 2; ++h) {
-        const v128_t lo = wasm_i8x16_swizzle(t[2 * (2 * k + h)], index[h]);
-        const v128_t hi = wasm_i8x16_swizzle(t[2 * (2 * k + h) + 1], index[h]);
+        const v128_t lo = wasm_i8x16_swizzle(t[2 * h], index[h]);
+        const v128_t hi = wasm_i8x16_swizzle(t[2 * h + 1], index[h]);
         low_all = wasm_i16x8_add(low_all, lo);
         low_odd = wasm_i16x8_add(low_odd, wasm_u16x8_shr(lo, 8));
         high_all = wasm_i16x8_add(high_all, hi);
