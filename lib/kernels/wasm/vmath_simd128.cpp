@@ -6,7 +6,9 @@
 // the scalar references (tests/vmath_test.cpp).
 #include <wasm_simd128.h>
 
+#include <algorithm>
 #include <bit>
+#include <cmath>
 #include <cstring>
 
 #include "kernels/libm.h"
@@ -133,14 +135,12 @@ void ExpfArraySimd128(const float* x, float* y, size_t n) { Apply<Expf4>(x, y, n
 void LogfArraySimd128(const float* x, float* y, size_t n) { Apply<Logf4>(x, y, n); }
 
 float QuantizeI8Simd128(const float* v, size_t n, int8_t* q) {
-  v128_t amax = wasm_f32x4_splat(0.f);
+  v128_t amax4 = wasm_f32x4_splat(0.f);
   size_t i = 0;
-  for (; i + 4 <= n; i += 4) amax = wasm_f32x4_pmax(amax, wasm_f32x4_abs(Load(v + i)));
-  alignas(16) float tail[16] = {};
-  std::memcpy(tail, v + i, (n - i) * sizeof(float));
-  amax = wasm_f32x4_pmax(amax, wasm_f32x4_abs(Load(tail)));
-  const float m = MaxLanes(amax);
-  const float s = m > 0.f ? m / 127.0f : 1.0f;
+  for (; i + 4 <= n; i += 4) amax4 = wasm_f32x4_pmax(amax4, wasm_f32x4_abs(Load(v + i)));
+  float amax = MaxLanes(amax4);
+  for (; i < n; ++i) amax = std::max(amax, std::fabs(v[i]));
+  const float s = amax > 0.f ? amax / 127.0f : 1.0f;
   const v128_t inv = wasm_f32x4_splat(1.0f / s);
   auto codes = [&](const float* p) {
     return LowBytes16(RoundToI32(wasm_f32x4_mul(Load(p), inv)),
@@ -150,11 +150,11 @@ float QuantizeI8Simd128(const float* v, size_t n, int8_t* q) {
   };
   i = 0;
   for (; i + 16 <= n; i += 16) Store(q + i, codes(v + i));
-  if (i < n) {
-    std::memset(tail, 0, sizeof(tail));
-    std::memcpy(tail, v + i, (n - i) * sizeof(float));
+  if (i < n) {  // (a variable-size memcpy is a call in wasm: only for a partial block)
+    alignas(16) float buf[16] = {};
     alignas(16) int8_t out[16];
-    Store(out, codes(tail));
+    std::memcpy(buf, v + i, (n - i) * sizeof(float));
+    Store(out, codes(buf));
     std::memcpy(q + i, out, n - i);
   }
   return s;
