@@ -246,8 +246,9 @@ void GemvTile(const Unpacker<kBits>& unpack, const GemmArgs& a, const int16_t* a
   StorePartial(y, acc, rows);
 }
 
+// (The three drivers stay separate functions: one profile entry each.)
 template <uint32_t kBits>
-void GemvBits(const CqMatrix& m, const I8Codebook& cb, const I8Acts& acts, size_t row_begin,
+__attribute__((noinline)) void GemvBits(const CqMatrix& m, const I8Codebook& cb, const I8Acts& acts, size_t row_begin,
               size_t row_end, float* y) {
   const Unpacker<kBits> unpack(cb);
   const GemmArgs a{&m, &acts, cb.scale, row_begin, y, 1};
@@ -378,7 +379,7 @@ void LutTile(const CqMatrix& m, float cb_scale, const float* scales, const v128_
 }
 
 // 2-bit rows [row_begin, row_end): blocks of 16 rows by table lookup, the rest by GemvTile.
-void GemvLut(const CqMatrix& m, const I8Codebook& cb, const I8Acts& acts, size_t row_begin,
+__attribute__((noinline)) void GemvLut(const CqMatrix& m, const I8Codebook& cb, const I8Acts& acts, size_t row_begin,
              size_t row_end, float* y) {
   static thread_local v128_t tables[kLutGroups * kPairTables];  // 32 KB
   const size_t groups = m.groups_per_row;
@@ -460,7 +461,7 @@ void GemmRow(const Unpacker<kBits>& unpack, const GemmArgs& a, const TokenBlock&
 }
 
 template <uint32_t kBits>
-void GemmBits(const CqMatrix& m, const I8Codebook& cb, const I8Acts& acts, size_t row_begin,
+__attribute__((noinline)) void GemmBits(const CqMatrix& m, const I8Codebook& cb, const I8Acts& acts, size_t row_begin,
               size_t row_end, float* y, size_t ldy) {
   const Unpacker<kBits> unpack(cb);
   const GemmArgs a{&m, &acts, cb.scale, row_begin, y, ldy};
