@@ -420,8 +420,8 @@ TEST_CASE("Every compiled FWHT ISA is bit-identical to the reference", "[quant]"
   std::uniform_real_distribution<float> dist(-100.0f, 100.0f);
   const Isa best = needle::kernels::BestIsa();
   size_t isas = 0;
-  for (Isa isa : {Isa::kScalar, Isa::kNeon, Isa::kDotprod, Isa::kAvx2, Isa::kAvx512,
-                  Isa::kSimd128}) {
+  for (Isa isa :
+       {Isa::kScalar, Isa::kNeon, Isa::kDotprod, Isa::kAvx2, Isa::kAvx512, Isa::kSimd128}) {
     if (!needle::kernels::IsaSupported(isa)) continue;
     ++isas;
     needle::kernels::SetIsaLimit(isa);

@@ -126,7 +126,8 @@ const char* IsaName(Isa isa) {
 
 std::optional<Isa> ParseIsa(std::string_view name) {
   if (name == "auto") return BestIsa();
-  for (Isa isa : {Isa::kScalar, Isa::kNeon, Isa::kDotprod, Isa::kAvx2, Isa::kAvx512, Isa::kSimd128}) {
+  for (Isa isa :
+       {Isa::kScalar, Isa::kNeon, Isa::kDotprod, Isa::kAvx2, Isa::kAvx512, Isa::kSimd128}) {
     if (name == IsaName(isa)) return isa;
   }
   return std::nullopt;

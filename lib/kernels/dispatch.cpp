@@ -120,7 +120,8 @@ std::vector<std::string> AvailableIsas() {
 const KernelTable& KernelsFor(const std::string& isa) {
   const std::optional<Isa> level = ParseIsa(isa);
   if (!level)
-    Fail<UsageError>("--isa {}: unknown ISA (scalar, avx2, avx512, neon, dotprod, simd128, auto)", isa);
+    Fail<UsageError>("--isa {}: unknown ISA (scalar, avx2, avx512, neon, dotprod, simd128, auto)",
+                     isa);
   if (!IsaSupported(*level))
     Fail<UsageError>("--isa {}: not supported by this CPU or build (best: {})", isa,
                      IsaName(BestIsa()));

@@ -76,7 +76,8 @@ inline void CodesToFloat(const int8_t* p, v128_t* x) {
   for (size_t h = 0; h < 2; ++h) {
     const v128_t c = wasm_v128_xor(wasm_i16x8_load8x8(p + 8 * h), offset);
     x[2 * h] = wasm_f32x4_sub(wasm_i16x8_shuffle(c, exponent, 0, 8, 1, 9, 2, 10, 3, 11), base);
-    x[2 * h + 1] = wasm_f32x4_sub(wasm_i16x8_shuffle(c, exponent, 4, 12, 5, 13, 6, 14, 7, 15), base);
+    x[2 * h + 1] =
+        wasm_f32x4_sub(wasm_i16x8_shuffle(c, exponent, 4, 12, 5, 13, 6, 14, 7, 15), base);
   }
 }
 

@@ -248,8 +248,8 @@ void GemvTile(const Unpacker<kBits>& unpack, const GemmArgs& a, const int16_t* a
 
 // (The three drivers stay separate functions: one profile entry each.)
 template <uint32_t kBits>
-__attribute__((noinline)) void GemvBits(const CqMatrix& m, const I8Codebook& cb, const I8Acts& acts, size_t row_begin,
-              size_t row_end, float* y) {
+__attribute__((noinline)) void GemvBits(const CqMatrix& m, const I8Codebook& cb, const I8Acts& acts,
+                                        size_t row_begin, size_t row_end, float* y) {
   const Unpacker<kBits> unpack(cb);
   const GemmArgs a{&m, &acts, cb.scale, row_begin, y, 1};
   const size_t groups = m.groups_per_row;
@@ -314,8 +314,8 @@ inline void Transpose16(v128_t* v) {
   for (size_t round = 0; round < 4; ++round) {
     v128_t t[16];
     for (size_t i = 0; i < 8; ++i) {
-      t[2 * i] = wasm_i8x16_shuffle(v[i], v[i + 8], 0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6,
-                                    22, 7, 23);
+      t[2 * i] = wasm_i8x16_shuffle(v[i], v[i + 8], 0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22,
+                                    7, 23);
       t[2 * i + 1] = wasm_i8x16_shuffle(v[i], v[i + 8], 8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13,
                                         29, 14, 30, 15, 31);
     }
@@ -330,7 +330,8 @@ void LutTile(const CqMatrix& m, float cb_scale, const float* scales, const v128_
   // Byte p of the transposed code vectors (and of every swizzle result) is row j for p = 2 j, row
   // 8 + j for p = 2 j + 1: a 16-bit lane j holds rows j and 8 + j.
   const uint8_t* rows[kLutRows];
-  for (size_t p = 0; p < kLutRows; ++p) rows[p] = m.codes + (r0 + p / 2 + 8 * (p % 2)) * m.row_bytes;
+  for (size_t p = 0; p < kLutRows; ++p)
+    rows[p] = m.codes + (r0 + p / 2 + 8 * (p % 2)) * m.row_bytes;
   v128_t acc[4];
   for (size_t v = 0; v < 4; ++v) acc[v] = g0 > 0 ? Load(y + 4 * v) : wasm_f32x4_splat(0.f);
   const v128_t cb = wasm_f32x4_splat(cb_scale);
@@ -339,16 +340,17 @@ void LutTile(const CqMatrix& m, float cb_scale, const float* scales, const v128_
   for (size_t g = g0; g < g1; ++g) {
     v128_t codes[32];
     for (size_t half = 0; half < 2; ++half) {
-      for (size_t p = 0; p < kLutRows; ++p) codes[16 * half + p] = Load(rows[p] + 32 * g + 16 * half);
+      for (size_t p = 0; p < kLutRows; ++p)
+        codes[16 * half + p] = Load(rows[p] + 32 * g + 16 * half);
       Transpose16(codes + 16 * half);
     }
-    v128_t low_all = wasm_i16x8_splat(0), low_odd = low_all, high_all = low_all,
-           high_odd = low_all;
+    v128_t low_all = wasm_i16x8_splat(0), low_odd = low_all, high_all = low_all, high_odd = low_all;
     // Pointer steps and constant offsets: indexing by k would cost an address computation per
     // load in wasm.
     const v128_t* t = tables + (g - g0) * kPairTables;
     for (const v128_t* c = codes; c < codes + 32; ++c, t += 4) {
-      const v128_t index[2] = {wasm_v128_and(*c, nibble), wasm_v128_and(wasm_u16x8_shr(*c, 4), nibble)};
+      const v128_t index[2] = {wasm_v128_and(*c, nibble),
+                               wasm_v128_and(wasm_u16x8_shr(*c, 4), nibble)};
       for (size_t h = 0; h < 2; ++h) {
         const v128_t lo = wasm_i8x16_swizzle(t[2 * h], index[h]);
         const v128_t hi = wasm_i8x16_swizzle(t[2 * h + 1], index[h]);
@@ -367,20 +369,24 @@ void LutTile(const CqMatrix& m, float cb_scale, const float* scales, const v128_
     const v128_t s = wasm_f32x4_splat(scales[g]);
     for (size_t v = 0; v < 4; ++v) {
       const v128_t lo16 = low[v / 2], hi16 = high[v / 2];
-      const v128_t lo32 = v % 2 ? wasm_u32x4_extend_high_u16x8(lo16) : wasm_u32x4_extend_low_u16x8(lo16);
-      const v128_t hi32 = v % 2 ? wasm_u32x4_extend_high_u16x8(hi16) : wasm_u32x4_extend_low_u16x8(hi16);
+      const v128_t lo32 =
+          v % 2 ? wasm_u32x4_extend_high_u16x8(lo16) : wasm_u32x4_extend_low_u16x8(lo16);
+      const v128_t hi32 =
+          v % 2 ? wasm_u32x4_extend_high_u16x8(hi16) : wasm_u32x4_extend_low_u16x8(hi16);
       const v128_t dot = wasm_f32x4_convert_i32x4(
           wasm_i32x4_sub(wasm_i32x4_add(wasm_i32x4_shl(hi32, 8), lo32), offset));
-      const v128_t norm = HalfToFloat(wasm_u32x4_make(h[4 * v], h[4 * v + 1], h[4 * v + 2], h[4 * v + 3]));
-      acc[v] = wasm_f32x4_add(wasm_f32x4_mul(norm, wasm_f32x4_mul(cb, wasm_f32x4_mul(s, dot))), acc[v]);
+      const v128_t norm =
+          HalfToFloat(wasm_u32x4_make(h[4 * v], h[4 * v + 1], h[4 * v + 2], h[4 * v + 3]));
+      acc[v] =
+          wasm_f32x4_add(wasm_f32x4_mul(norm, wasm_f32x4_mul(cb, wasm_f32x4_mul(s, dot))), acc[v]);
     }
   }
   for (size_t v = 0; v < 4; ++v) Store(y + 4 * v, acc[v]);
 }
 
 // 2-bit rows [row_begin, row_end): blocks of 16 rows by table lookup, the rest by GemvTile.
-__attribute__((noinline)) void GemvLut(const CqMatrix& m, const I8Codebook& cb, const I8Acts& acts, size_t row_begin,
-             size_t row_end, float* y) {
+__attribute__((noinline)) void GemvLut(const CqMatrix& m, const I8Codebook& cb, const I8Acts& acts,
+                                       size_t row_begin, size_t row_end, float* y) {
   static thread_local v128_t tables[kLutGroups * kPairTables];  // 32 KB
   const size_t groups = m.groups_per_row;
   const size_t lut_end = row_begin + (row_end - row_begin) / kLutRows * kLutRows;
@@ -461,8 +467,8 @@ void GemmRow(const Unpacker<kBits>& unpack, const GemmArgs& a, const TokenBlock&
 }
 
 template <uint32_t kBits>
-__attribute__((noinline)) void GemmBits(const CqMatrix& m, const I8Codebook& cb, const I8Acts& acts, size_t row_begin,
-              size_t row_end, float* y, size_t ldy) {
+__attribute__((noinline)) void GemmBits(const CqMatrix& m, const I8Codebook& cb, const I8Acts& acts,
+                                        size_t row_begin, size_t row_end, float* y, size_t ldy) {
   const Unpacker<kBits> unpack(cb);
   const GemmArgs a{&m, &acts, cb.scale, row_begin, y, ldy};
   const size_t groups = m.groups_per_row;

@@ -42,7 +42,8 @@ inline v128_t Lookup2(const double* table, uint32_t i0, uint32_t i1) {
 // libm::Expf's main path on 2 lanes (f64x2 from the low f32 lanes of x; result in the low lanes).
 inline v128_t ExpCore(v128_t x) {
   const v128_t shift = wasm_f64x2_splat(c::kExpShift);
-  const v128_t z = wasm_f64x2_mul(wasm_f64x2_splat(c::kExpInvLn2N), wasm_f64x2_promote_low_f32x4(x));
+  const v128_t z =
+      wasm_f64x2_mul(wasm_f64x2_splat(c::kExpInvLn2N), wasm_f64x2_promote_low_f32x4(x));
   v128_t kd = wasm_f64x2_add(z, shift);
   const v128_t ki = kd;
   kd = wasm_f64x2_sub(kd, shift);
@@ -50,10 +51,11 @@ inline v128_t ExpCore(v128_t x) {
   v128_t t = Lookup2(c::kExp2Table, wasm_v128_and(ki, wasm_i64x2_splat(31)));
   t = wasm_i64x2_add(t, wasm_i64x2_shl(ki, 47));
   const v128_t s = t;  // 2^(k/32)
-  const v128_t p =
-      wasm_f64x2_add(wasm_f64x2_mul(wasm_f64x2_splat(c::kExpPoly[0]), r), wasm_f64x2_splat(c::kExpPoly[1]));
+  const v128_t p = wasm_f64x2_add(wasm_f64x2_mul(wasm_f64x2_splat(c::kExpPoly[0]), r),
+                                  wasm_f64x2_splat(c::kExpPoly[1]));
   const v128_t r2 = wasm_f64x2_mul(r, r);
-  v128_t y = wasm_f64x2_add(wasm_f64x2_mul(wasm_f64x2_splat(c::kExpPoly[2]), r), wasm_f64x2_splat(1.0));
+  v128_t y =
+      wasm_f64x2_add(wasm_f64x2_mul(wasm_f64x2_splat(c::kExpPoly[2]), r), wasm_f64x2_splat(1.0));
   y = wasm_f64x2_add(wasm_f64x2_mul(p, r2), y);
   y = wasm_f64x2_mul(y, s);
   return wasm_f32x4_demote_f64x2_zero(y);
@@ -102,8 +104,8 @@ inline v128_t Logf4(v128_t x) {
   v128_t y = wasm_i64x2_shuffle(low, high, 0, 2);
   // Subnormal, zero, negative, inf or NaN: ix - 0x00800000 >= 0x7f000000 (unsigned). x == 1 is
   // 0 on the main path too (r = 0, k = 0, log c = 0).
-  const v128_t special = wasm_u32x4_ge(wasm_i32x4_sub(x, wasm_i32x4_splat(0x00800000)),
-                                       wasm_i32x4_splat(0x7f000000));
+  const v128_t special =
+      wasm_u32x4_ge(wasm_i32x4_sub(x, wasm_i32x4_splat(0x00800000)), wasm_i32x4_splat(0x7f000000));
   if (wasm_v128_any_true(special)) {
     alignas(16) float in[kLanes], out[kLanes];
     Store(in, x);
