@@ -446,23 +446,21 @@ TEST_CASE("Every compiled FWHT ISA is bit-identical to the reference", "[quant]"
         CHECK(std::memcmp(ref.data(), avx.data(), n * sizeof(float)) == 0);
       }
 #endif
+      // A family's own versions (normalized and not), called directly (n >= 8).
+      [[maybe_unused]] auto check_family = [&](void (*fwht)(float*, size_t),
+                                               void (*unnormalized)(float*, size_t)) {
+        std::vector<float> got_n = x, got_u = x;
+        fwht(got_n.data(), n);
+        unnormalized(got_u.data(), n);
+        CHECK(std::memcmp(ref.data(), got_n.data(), n * sizeof(float)) == 0);
+        CHECK(std::memcmp(uref.data(), got_u.data(), n * sizeof(float)) == 0);
+      };
 #if defined(NEEDLE_ARM)
-      if (n >= 8) {
-        std::vector<float> neon = x, uneon = x;
-        needle::kernels::FwhtNeon(neon.data(), n);
-        needle::kernels::FwhtUnnormalizedNeon(uneon.data(), n);
-        CHECK(std::memcmp(ref.data(), neon.data(), n * sizeof(float)) == 0);
-        CHECK(std::memcmp(uref.data(), uneon.data(), n * sizeof(float)) == 0);
-      }
+      if (n >= 8) check_family(&needle::kernels::FwhtNeon, &needle::kernels::FwhtUnnormalizedNeon);
 #endif
 #if defined(NEEDLE_WASM)
-      if (n >= 8) {
-        std::vector<float> simd = x, usimd = x;
-        needle::kernels::FwhtSimd128(simd.data(), n);
-        needle::kernels::FwhtUnnormalizedSimd128(usimd.data(), n);
-        CHECK(std::memcmp(ref.data(), simd.data(), n * sizeof(float)) == 0);
-        CHECK(std::memcmp(uref.data(), usimd.data(), n * sizeof(float)) == 0);
-      }
+      if (n >= 8)
+        check_family(&needle::kernels::FwhtSimd128, &needle::kernels::FwhtUnnormalizedSimd128);
 #endif
     }
   }

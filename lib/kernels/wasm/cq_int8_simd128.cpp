@@ -497,13 +497,7 @@ void CqQuantizeI8Simd128(const float* x, size_t n, size_t cols, size_t ldx, size
     const float* xt = x + t * ldx;
     for (size_t g = 0; g < groups; ++g) {
       const size_t base = g * kI8Group;
-      const size_t len = base < cols ? std::min(kI8Group, cols - base) : 0;
-      const float* src = xt + base;
-      if (len < kI8Group) {
-        if (len > 0) std::memcpy(padded, src, len * sizeof(float));
-        std::fill(padded + len, padded + kI8Group, 0.f);
-        src = padded;
-      }
+      const float* src = I8GroupInput(xt, cols, g, padded);
       v128_t v[32];
       for (size_t i = 0; i < 32; ++i) v[i] = InVectorStages(wasm_v128_load(src + 4 * i));
       for (size_t h = 1; h < 32; h *= 2)  // stages 4, 8, ..., 64: vectors j and j + h
