@@ -9,11 +9,26 @@ PKGS=(build-essential cmake ninja-build pkg-config
       python3 python3-numpy python3-sentencepiece clang-format clang-tidy)
 # --clang: also clang-14, its sanitizer runtimes and the LLVM OpenMP runtime (clang cannot use
 # GCC's libgomp), for scripts/test-sanitizers.sh and scripts/fuzz.sh.
-if [ "${1:-}" = "--clang" ]; then PKGS+=(clang-14 libclang-rt-14-dev libomp-14-dev); fi
+# --wasm: also Debian's emscripten, node and npm (each only when its command is missing: a node
+# from elsewhere, e.g. NodeSource's, brings its own npm and conflicts with Debian's), for
+# scripts/build-wasm.sh and scripts/test-wasm.sh.
+wasm=0
+for option in "$@"; do
+  case "$option" in
+    --clang) PKGS+=(clang-14 libclang-rt-14-dev libomp-14-dev) ;;
+    --wasm) wasm=1 ;;
+    *) echo "setup: unknown option $option (--clang, --wasm)" >&2; exit 2 ;;
+  esac
+done
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
+if [ "$wasm" = 1 ]; then
+  command -v emcc >/dev/null || missing+=(emscripten)
+  command -v node >/dev/null || missing+=(nodejs)
+  command -v npm >/dev/null || missing+=(npm)
+fi
 if [ ${#missing[@]} -gt 0 ]; then
   echo "setup: installing ${missing[*]}"
   $SUDO apt-get update

@@ -20,6 +20,7 @@
 #include "kernels/cpu_features.h"
 #include "kernels/cq_int8.h"
 #include "kernels/dispatch.h"
+#include "kernels/wasm/kernels_wasm.h"
 
 namespace {
 
@@ -54,6 +55,10 @@ std::vector<Variant> Variants() {
     REQUIRE(out.size() >= 6);
     REQUIRE(out.back().attend == &k::AttendI8Dotprod);
   }
+#endif
+#if defined(NEEDLE_WASM)
+  REQUIRE(out.size() >= 4);  // scalar and simd128, each with both exponentials
+  REQUIRE(out.back().attend == &k::AttendI8Simd128);
 #endif
   REQUIRE(out.front().name == "scalar");
   REQUIRE(out.front().attend == &k::AttendI8Reference);

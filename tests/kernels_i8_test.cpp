@@ -21,6 +21,7 @@
 #include "kernels/cq_int8.h"
 #include "kernels/cq_int8_x86.h"
 #include "kernels/dispatch.h"
+#include "kernels/wasm/kernels_wasm.h"
 #include "model/weights.h"
 #include "test_util.h"
 
@@ -43,6 +44,7 @@ size_t ColumnOrder(uint32_t /*bits*/, size_t k) { return k; }
 
 size_t (*LayoutOf(const std::string& isa))(uint32_t, size_t) {
   if (isa == "neon" || isa == "dotprod") return &k::I8LayoutPositionArm;
+  if (isa == "simd128") return &k::I8LayoutPositionWasm;
   if (isa == "scalar") return &ColumnOrder;
   return &k::I8LayoutPositionX86;
 }
@@ -85,6 +87,10 @@ void RequireFastVariants(const std::vector<Variant>& variants) {
   REQUIRE(variants.size() >= 2);
   REQUIRE(variants[1].name == "neon");
   if (k::GetCpuFeatures().dotprod) REQUIRE(variants.size() >= 3);
+#endif
+#if defined(NEEDLE_WASM)
+  REQUIRE(variants.size() == 2);
+  REQUIRE(variants[1].name == "simd128");
 #endif
   REQUIRE(variants.front().name == "scalar");
 }

@@ -17,6 +17,7 @@
 #include "kernels/arm/kernels_arm.h"
 #include "kernels/cpu_features.h"
 #include "kernels/fwht.h"
+#include "kernels/wasm/kernels_wasm.h"
 #include "quant/codebooks.h"
 #include "quant/cq.h"
 
@@ -419,7 +420,8 @@ TEST_CASE("Every compiled FWHT ISA is bit-identical to the reference", "[quant]"
   std::uniform_real_distribution<float> dist(-100.0f, 100.0f);
   const Isa best = needle::kernels::BestIsa();
   size_t isas = 0;
-  for (Isa isa : {Isa::kScalar, Isa::kNeon, Isa::kDotprod, Isa::kAvx2, Isa::kAvx512}) {
+  for (Isa isa :
+       {Isa::kScalar, Isa::kNeon, Isa::kDotprod, Isa::kAvx2, Isa::kAvx512, Isa::kSimd128}) {
     if (!needle::kernels::IsaSupported(isa)) continue;
     ++isas;
     needle::kernels::SetIsaLimit(isa);
@@ -444,19 +446,29 @@ TEST_CASE("Every compiled FWHT ISA is bit-identical to the reference", "[quant]"
         CHECK(std::memcmp(ref.data(), avx.data(), n * sizeof(float)) == 0);
       }
 #endif
+      // A family's own versions (normalized and not), called directly (n >= 8).
+      [[maybe_unused]] auto check_family = [&](void (*fwht)(float*, size_t),
+                                               void (*unnormalized)(float*, size_t)) {
+        std::vector<float> got_n = x, got_u = x;
+        fwht(got_n.data(), n);
+        unnormalized(got_u.data(), n);
+        CHECK(std::memcmp(ref.data(), got_n.data(), n * sizeof(float)) == 0);
+        CHECK(std::memcmp(uref.data(), got_u.data(), n * sizeof(float)) == 0);
+      };
 #if defined(NEEDLE_ARM)
-      if (n >= 8) {
-        std::vector<float> neon = x, uneon = x;
-        needle::kernels::FwhtNeon(neon.data(), n);
-        needle::kernels::FwhtUnnormalizedNeon(uneon.data(), n);
-        CHECK(std::memcmp(ref.data(), neon.data(), n * sizeof(float)) == 0);
-        CHECK(std::memcmp(uref.data(), uneon.data(), n * sizeof(float)) == 0);
-      }
+      if (n >= 8) check_family(&needle::kernels::FwhtNeon, &needle::kernels::FwhtUnnormalizedNeon);
+#endif
+#if defined(NEEDLE_WASM)
+      if (n >= 8)
+        check_family(&needle::kernels::FwhtSimd128, &needle::kernels::FwhtUnnormalizedSimd128);
 #endif
     }
   }
 #if defined(NEEDLE_ARM)
   CHECK(isas >= 2);  // scalar and neon at least
+#endif
+#if defined(NEEDLE_WASM)
+  CHECK(isas == 2);  // scalar and simd128
 #endif
   CHECK(isas >= 1);
   needle::kernels::SetIsaLimit(best);
@@ -469,6 +481,7 @@ TEST_CASE("ISA names parse and the limit clamps to the CPU", "[quant]") {
   CHECK(needle::kernels::ParseIsa("avx2") == Isa::kAvx2);
   CHECK(needle::kernels::ParseIsa("neon") == Isa::kNeon);
   CHECK(needle::kernels::ParseIsa("dotprod") == Isa::kDotprod);
+  CHECK(needle::kernels::ParseIsa("simd128") == Isa::kSimd128);
   // The other architecture's levels are never supported; limiting to one of them means scalar.
 #if defined(NEEDLE_ARM)
   CHECK(needle::kernels::IsaSupported(Isa::kNeon));
@@ -481,11 +494,23 @@ TEST_CASE("ISA names parse and the limit clamps to the CPU", "[quant]") {
   CHECK_FALSE(needle::kernels::IsaSupported(Isa::kNeon));
   CHECK_FALSE(needle::kernels::IsaSupported(Isa::kDotprod));
   CHECK(needle::kernels::SetIsaLimit(Isa::kDotprod) == Isa::kScalar);
+#elif defined(NEEDLE_WASM)
+  CHECK(needle::kernels::BestIsa() == Isa::kSimd128);
+  CHECK_FALSE(needle::kernels::IsaSupported(Isa::kAvx2));
+  CHECK_FALSE(needle::kernels::IsaSupported(Isa::kNeon));
+  CHECK(needle::kernels::SetIsaLimit(Isa::kAvx2) == Isa::kScalar);
+  CHECK(needle::kernels::SetIsaLimit(Isa::kSimd128) == Isa::kSimd128);
+#endif
+#if !defined(NEEDLE_WASM)
+  CHECK_FALSE(needle::kernels::IsaSupported(Isa::kSimd128));
 #endif
   CHECK(needle::kernels::ParseIsa("auto") == needle::kernels::BestIsa());
   CHECK_FALSE(needle::kernels::ParseIsa("sse9").has_value());
   CHECK(needle::kernels::SetIsaLimit(Isa::kScalar) == Isa::kScalar);
+#if !defined(NEEDLE_WASM)
   CHECK(needle::kernels::SetIsaLimit(Isa::kAvx512) == needle::kernels::BestIsa());
+#endif
+  needle::kernels::SetIsaLimit(needle::kernels::BestIsa());
 }
 
 TEST_CASE("Every CQ tensor of the fixture models decodes and rows match the whole matrix",

@@ -39,6 +39,10 @@ std::vector<const k::KernelTable*> Tables() {
 #if defined(NEEDLE_ARM)
   REQUIRE(tables.size() >= 2);  // every AArch64 CPU runs the neon table
 #endif
+#if defined(NEEDLE_WASM)
+  REQUIRE(tables.size() == 2);  // scalar and simd128
+  REQUIRE(tables.back()->expf_array != tables.front()->expf_array);
+#endif
   return tables;
 }
 

@@ -70,6 +70,9 @@ struct Global {
   std::mutex mutex;
   std::unique_ptr<needle_model> model;
   std::unique_ptr<needle_session> session;
+  // needle_init's texts of `session`: an init with the same ones on the same model only resets it
+  // to its prefix (what a fresh session computes), skipping the prefix prefill.
+  std::string system_prompt, tools_json;
 };
 
 Global& TheGlobal() {
@@ -152,11 +155,19 @@ int needle_init(const char* system_prompt, const char* tools_json, const char* t
   (void)tool_index_path;
   Global& g = TheGlobal();
   std::lock_guard<std::mutex> lock(g.mutex);
+  const std::string system = system_prompt ? system_prompt : "";
+  const std::string tools = tools_json ? tools_json : "";
+  if (g.model && g.session && g.system_prompt == system && g.tools_json == tools) {
+    needle_session_reset(g.session.get());
+    return needle_session_prefix_tokens(g.session.get());
+  }
   g.session.reset();
   if (!g.model) return -1;
   needle_session* s = needle_session_new(g.model.get(), system_prompt, tools_json, 1, nullptr, 0);
   if (s == nullptr) return -1;
   g.session.reset(s);
+  g.system_prompt = system;
+  g.tools_json = tools;
   return needle_session_prefix_tokens(s);
 }
 

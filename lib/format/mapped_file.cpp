@@ -70,6 +70,8 @@ MappedFile::MappedFile(const std::string& path, LoadMode mode) : label_(path) {
   if (!S_ISREG(st.st_mode))
     Fail<IoError>("{}: is {}, expected a regular file", path, FileKind(st.st_mode));
   const uint64_t size = static_cast<uint64_t>(st.st_size);
+  if (size > SIZE_MAX)  // 32-bit builds (wasm32): the file cannot be held at all
+    Fail<IoError>("{}: {} bytes do not fit this build's address space", path, size);
   if (mode != LoadMode::kRead && size > 0 && S_ISREG(st.st_mode)) {
     void* p = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, f.fd, 0);
     if (p != MAP_FAILED) {

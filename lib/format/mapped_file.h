@@ -1,6 +1,7 @@
 // Read-only file bytes: a private mmap, or a heap copy when mapping is unavailable or not wanted.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <span>
 #include <string>
@@ -30,7 +31,7 @@ class MappedFile {
  private:
   std::string label_;
   const uint8_t* data_ = nullptr;
-  uint64_t size_ = 0;
+  size_t size_ = 0;
   bool mapped_ = false;
   std::vector<uint8_t> owned_;
 };

@@ -62,6 +62,9 @@ CpuFeatures Detect() {
   f.dotprod = (getauxval(AT_HWCAP) & kHwcapAsimdDp) != 0;
 #endif
 #endif
+#if defined(NEEDLE_WASM)
+  f.simd128 = true;  // the module is compiled with -msimd128: it runs only where SIMD128 does
+#endif
   return f;
 }
 #endif
@@ -72,10 +75,27 @@ Isa Best(const CpuFeatures& f) {
     return Isa::kAvx2;
   }
   if (f.neon) return f.dotprod ? Isa::kDotprod : Isa::kNeon;
+  if (f.simd128) return Isa::kSimd128;
   return Isa::kScalar;
 }
 
-bool IsArmLevel(Isa isa) { return isa == Isa::kNeon || isa == Isa::kDotprod; }
+// The architecture family of a level (kScalar belongs to every family).
+enum class Family { kAny, kX86, kArm, kWasm };
+Family FamilyOf(Isa isa) {
+  switch (isa) {
+    case Isa::kScalar:
+      return Family::kAny;
+    case Isa::kNeon:
+    case Isa::kDotprod:
+      return Family::kArm;
+    case Isa::kAvx2:
+    case Isa::kAvx512:
+      return Family::kX86;
+    case Isa::kSimd128:
+      return Family::kWasm;
+  }
+  return Family::kAny;
+}
 
 std::atomic<int> g_limit{-1};  // -1: no limit
 
@@ -98,13 +118,16 @@ const char* IsaName(Isa isa) {
       return "avx2";
     case Isa::kAvx512:
       return "avx512";
+    case Isa::kSimd128:
+      return "simd128";
   }
   return "?";
 }
 
 std::optional<Isa> ParseIsa(std::string_view name) {
   if (name == "auto") return BestIsa();
-  for (Isa isa : {Isa::kScalar, Isa::kNeon, Isa::kDotprod, Isa::kAvx2, Isa::kAvx512}) {
+  for (Isa isa :
+       {Isa::kScalar, Isa::kNeon, Isa::kDotprod, Isa::kAvx2, Isa::kAvx512, Isa::kSimd128}) {
     if (name == IsaName(isa)) return isa;
   }
   return std::nullopt;
@@ -118,7 +141,7 @@ Isa BestIsa() {
 bool IsaSupported(Isa isa) {
   const Isa best = BestIsa();
   if (isa == Isa::kScalar) return true;
-  return IsArmLevel(isa) == IsArmLevel(best) && isa <= best;
+  return FamilyOf(isa) == FamilyOf(best) && isa <= best;
 }
 
 Isa ActiveIsa() {
@@ -126,8 +149,8 @@ Isa ActiveIsa() {
   const Isa best = BestIsa();
   if (limit < 0 || limit >= static_cast<int>(best)) return best;
   const Isa limited = static_cast<Isa>(limit);
-  // A level of the other architecture's family (NEON on x86, AVX2 below dotprod...) means scalar.
-  return IsArmLevel(limited) == IsArmLevel(best) ? limited : Isa::kScalar;
+  // A level of another architecture's family (NEON on x86, AVX2 below dotprod...) means scalar.
+  return FamilyOf(limited) == FamilyOf(best) ? limited : Isa::kScalar;
 }
 
 Isa SetIsaLimit(Isa isa) {

@@ -20,6 +20,9 @@ struct CpuFeatures {
   // AArch64: Advanced SIMD (mandatory) and the dot-product extension (SDOT/UDOT, ARMv8.2
   // optional, ARMv8.4 mandatory; Linux HWCAP_ASIMDDP).
   bool neon = false, dotprod = false;
+  // WebAssembly SIMD128: every wasm build has it (compiled with -msimd128; a runtime without it
+  // refuses the module), no native build does.
+  bool simd128 = false;
 };
 
 // Detected once (thread-safe static); all false on CPUs / builds without support.
@@ -27,10 +30,11 @@ const CpuFeatures& GetCpuFeatures();
 
 // ISA levels in increasing order within each architecture's family: x86 kAvx2 (AVX2 + FMA +
 // F16C) < kAvx512 (F, BW, VL, DQ plus kAvx2's sets); AArch64 kNeon (Advanced SIMD) < kDotprod
-// (plus SDOT). A level of the other family is never supported (IsaSupported).
-enum class Isa : int { kScalar = 0, kNeon = 1, kDotprod = 2, kAvx2 = 3, kAvx512 = 4 };
+// (plus SDOT); WebAssembly kSimd128 alone. A level of another family is never supported
+// (IsaSupported); the order across families means nothing.
+enum class Isa : int { kScalar = 0, kNeon = 1, kDotprod = 2, kAvx2 = 3, kAvx512 = 4, kSimd128 = 5 };
 
-// "scalar", "neon", "dotprod", "avx2", "avx512"
+// "scalar", "neon", "dotprod", "avx2", "avx512", "simd128"
 const char* IsaName(Isa isa);
 std::optional<Isa> ParseIsa(std::string_view name);  // inverse of IsaName, plus "auto" -> best
 

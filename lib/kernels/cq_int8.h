@@ -7,6 +7,7 @@
 // version must give the same bits as the scalar reference. Built with -ffp-contract=off.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 
@@ -58,6 +59,16 @@ int32_t DotI8Reference(const int8_t* a, const int8_t* b, size_t n);
 // The engine's int8 quantizer Q(v) over n values: s = amax/127 (f32 division; 1 if amax == 0),
 // q_i = roundf(v_i * (1.0f / s)). Returns s.
 float QuantizeI8(const float* v, size_t n, int8_t* q);
+
+// The 128 inputs of group g of an activation row x of `cols` values: x + 128 g itself when the
+// group is whole, else `padded` (128 floats) holding its values and zeros after them.
+inline const float* I8GroupInput(const float* x, size_t cols, size_t g, float* padded) {
+  const size_t base = g * kI8Group;
+  const size_t len = base < cols ? std::min(kI8Group, cols - base) : 0;
+  if (len == kI8Group) return x + base;
+  for (size_t i = 0; i < kI8Group; ++i) padded[i] = i < len ? x[base + i] : 0.f;
+  return padded;
+}
 
 // Builds the int8 codebook of f32 levels (2^bits entries used): c = amax/127 (1 if 0),
 // q[k] = roundf(levels[k] / c) (a division, as the engine's loader).

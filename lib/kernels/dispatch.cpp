@@ -8,6 +8,9 @@
 #if defined(NEEDLE_ARM)
 #include "kernels/arm/kernels_arm.h"
 #endif
+#if defined(NEEDLE_WASM)
+#include "kernels/wasm/kernels_wasm.h"
+#endif
 
 namespace needle::kernels {
 
@@ -53,6 +56,13 @@ const KernelTable kDotprod{"dotprod",        &CqGemmReference, &CqQuantizeI8Neon
                            &CqGemmI8Dotprod, &DotI8Dotprod,    &ExpfArrayNeon,
                            &LogfArrayNeon,   &QuantizeI8Neon,  &AttendI8Dotprod};
 #endif
+#if defined(NEEDLE_WASM)
+// Activations in the wasm layout (I8LayoutPositionWasm); the f32 CQ product is the scalar
+// reference's.
+const KernelTable kSimd128{"simd128",         &CqGemmReference,   &CqQuantizeI8Simd128,
+                           &CqGemmI8Simd128,  &DotI8Simd128,      &ExpfArraySimd128,
+                           &LogfArraySimd128, &QuantizeI8Simd128, &AttendI8Simd128};
+#endif
 
 // The table for an ISA level this CPU supports.
 const KernelTable& TableFor(Isa isa) {
@@ -63,6 +73,9 @@ const KernelTable& TableFor(Isa isa) {
 #if defined(NEEDLE_ARM)
   if (isa == Isa::kDotprod) return kDotprod;
   if (isa == Isa::kNeon) return kNeon;
+#endif
+#if defined(NEEDLE_WASM)
+  if (isa == Isa::kSimd128) return kSimd128;
 #endif
   (void)isa;
   return kScalar;
@@ -78,6 +91,13 @@ std::vector<std::string> CompiledIsas() {
   isas.push_back("avx2");
   isas.push_back("avx512");
 #endif
+#if defined(NEEDLE_ARM)
+  isas.push_back("neon");
+  isas.push_back("dotprod");
+#endif
+#if defined(NEEDLE_WASM)
+  isas.push_back("simd128");
+#endif
   return isas;
 }
 
@@ -91,13 +111,17 @@ std::vector<std::string> AvailableIsas() {
   if (IsaSupported(Isa::kNeon)) isas.push_back("neon");
   if (IsaSupported(Isa::kDotprod)) isas.push_back("dotprod");
 #endif
+#if defined(NEEDLE_WASM)
+  if (IsaSupported(Isa::kSimd128)) isas.push_back("simd128");
+#endif
   return isas;
 }
 
 const KernelTable& KernelsFor(const std::string& isa) {
   const std::optional<Isa> level = ParseIsa(isa);
   if (!level)
-    Fail<UsageError>("--isa {}: unknown ISA (scalar, avx2, avx512, neon, dotprod, auto)", isa);
+    Fail<UsageError>("--isa {}: unknown ISA (scalar, avx2, avx512, neon, dotprod, simd128, auto)",
+                     isa);
   if (!IsaSupported(*level))
     Fail<UsageError>("--isa {}: not supported by this CPU or build (best: {})", isa,
                      IsaName(BestIsa()));

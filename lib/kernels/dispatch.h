@@ -13,7 +13,7 @@
 namespace needle::kernels {
 
 struct KernelTable {
-  const char* isa = "scalar";  // "scalar", "avx2", "avx512", "neon", "dotprod"
+  const char* isa = "scalar";  // "scalar", "avx2", "avx512", "neon", "dotprod", "simd128"
   CqGemmFn cq_gemm = nullptr;  // f32 path (upstream numerics)
   // Official (integer) numerics: quantize_i8's layout is only valid for this table's gemm_i8.
   CqQuantizeI8Fn cq_quantize_i8 = nullptr;
@@ -32,8 +32,8 @@ const KernelTable& ReferenceKernels();
 std::vector<std::string> CompiledIsas();
 // Names of the tables this build contains that this CPU can run, fastest last.
 std::vector<std::string> AvailableIsas();
-// The table for `isa` ("scalar", "avx2", "avx512", "neon", "dotprod"); throws UsageError if unknown
-// or unsupported here.
+// The table for `isa` ("scalar", "avx2", "avx512", "neon", "dotprod", "simd128"); throws UsageError
+// if unknown or unsupported here.
 const KernelTable& KernelsFor(const std::string& isa);
 // The active table: follows kernels::ActiveIsa() (the best ISA unless limited by SelectIsa).
 const KernelTable& ActiveKernels();

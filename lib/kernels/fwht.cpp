@@ -7,6 +7,9 @@
 #if defined(NEEDLE_ARM)
 #include "kernels/arm/kernels_arm.h"
 #endif
+#if defined(NEEDLE_WASM)
+#include "kernels/wasm/kernels_wasm.h"
+#endif
 
 namespace needle::kernels {
 
@@ -44,6 +47,12 @@ void FwhtUnnormalized(float* x, size_t n) {
     return;
   }
 #endif
+#if defined(NEEDLE_WASM)
+  if (n >= 8 && ActiveIsa() == Isa::kSimd128) {
+    FwhtUnnormalizedSimd128(x, n);
+    return;
+  }
+#endif
   FwhtUnnormalizedReference(x, n);
 }
 
@@ -57,6 +66,12 @@ void Fwht(float* x, size_t n) {
 #if defined(NEEDLE_ARM)
   if (n >= 8 && ActiveIsa() >= Isa::kNeon) {
     FwhtNeon(x, n);
+    return;
+  }
+#endif
+#if defined(NEEDLE_WASM)
+  if (n >= 8 && ActiveIsa() == Isa::kSimd128) {
+    FwhtSimd128(x, n);
     return;
   }
 #endif

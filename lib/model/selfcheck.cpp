@@ -223,7 +223,8 @@ std::vector<RoundTripCheck> CheckCqRoundTrip(const format::CactFile& file) {
     const uint8_t* new_norms = requant.data() + sp.code_bytes();
     for (size_t i = 0; i < rows.size(); ++i) {
       quant::UnpackRow({m.codes + rows[i] * m.row_bytes, m.row_bytes}, t.bits, a);
-      quant::UnpackRow({requant.data() + i * sp.row_bytes(), sp.row_bytes()}, t.bits, b);
+      quant::UnpackRow({requant.data() + i * sp.row_bytes(), static_cast<size_t>(sp.row_bytes())},
+                       t.bits, b);
       for (size_t k = 0; k < m.in_pad; ++k) same += a[k] == b[k];
       total += m.in_pad;
       for (size_t g = 0; g < m.groups_per_row; ++g) {

@@ -18,7 +18,8 @@ namespace {
 constexpr uint8_t kTritToCrumb[3] = {3, 0, 1};
 constexpr uint8_t kCrumbToTrit[4] = {1, 2, 3, 0};  // crumb 2 is unused: decodes out of range
 constexpr uint32_t kMaxStackGroup = 1024;          // DequantizeRow's allocation-free limit
-constexpr uint64_t kParallelElements = 1 << 16;    // matrices smaller than this stay on one thread
+// Matrices smaller than this stay on one thread (unused where OpenMP is absent, e.g. wasm).
+[[maybe_unused]] constexpr uint64_t kParallelElements = 1 << 16;
 
 constexpr bool Parity(uint32_t v) { return (std::popcount(v) & 1) != 0; }
 

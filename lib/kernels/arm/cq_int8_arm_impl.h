@@ -61,13 +61,7 @@ inline void QuantizeActs(const float* x, size_t n, size_t cols, size_t ldx, size
     const float* xt = x + t * ldx;
     for (size_t g = 0; g < groups; ++g) {
       const size_t base = g * kI8Group;
-      const size_t len = base < cols ? std::min(kI8Group, cols - base) : 0;
-      const float* src = xt + base;
-      if (len < kI8Group) {
-        if (len > 0) std::memcpy(padded, src, len * sizeof(float));
-        std::fill(padded + len, padded + kI8Group, 0.f);
-        src = padded;
-      }
+      const float* src = I8GroupInput(xt, cols, g, padded);
       float32x4_t v[32];
       for (size_t i = 0; i < 32; ++i) v[i] = InVectorStages(vld1q_f32(src + 4 * i));
       for (size_t h = 1; h < 32; h *= 2)  // stages 4 .. 64: vectors j and j + h
