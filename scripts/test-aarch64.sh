@@ -16,14 +16,12 @@
 #               --isa dotprod; [i8] + [attention]; verify --golden tiny with neon
 # Results on ARM must equal x86 bit for bit: the goldens are the same files. Also checked: the
 # binary is AArch64, has the SDOT kernels, and libneedle.a has no fused multiply-add. Exit 0 only
-# if every step passes; prints each step's elapsed seconds. Installs what it needs with apt-get
-# (as root or with sudo): the cross compiler, qemu-user and the arm64 runtime of fmt, spdlog and
-# OpenMP (Debian multiarch); the host's header-only packages (CLI11, nlohmann-json, Catch2 v2)
-# serve both builds.
+# if every step passes; prints each step's elapsed seconds. Installs what it needs with
+# `scripts/setup.sh --aarch64` (apt-get, as root or with sudo): the cross compiler, qemu-user and
+# the arm64 runtime of fmt, spdlog and OpenMP (Debian multiarch); the host's header-only packages
+# (CLI11, nlohmann-json, Catch2 v2) serve both builds.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-SUDO=""
-if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
 BUILD=build-aarch64
 START=$(date +%s)
 step_start=0
@@ -37,24 +35,7 @@ step() {  # step NAME: prints the previous step's time, then the new step's name
 }
 
 step "install (host build tools, cross compiler, qemu-user, arm64 fmt/spdlog)"
-bash scripts/setup.sh
-PKGS=(g++-aarch64-linux-gnu qemu-user libfmt-dev:arm64 libspdlog-dev:arm64 libgomp1:arm64)
-if ! dpkg --print-foreign-architectures | grep -qx arm64; then
-  echo "test-aarch64: dpkg --add-architecture arm64"
-  $SUDO dpkg --add-architecture arm64
-  NEED_UPDATE=1
-fi
-missing=()
-for p in "${PKGS[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-done
-if [ ${#missing[@]} -gt 0 ]; then
-  echo "test-aarch64: installing ${missing[*]}"
-  $SUDO apt-get update
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y --no-install-recommends "${missing[@]}"
-elif [ -n "${NEED_UPDATE:-}" ]; then
-  $SUDO apt-get update
-fi
+bash scripts/setup.sh --aarch64
 echo "test-aarch64: $(aarch64-linux-gnu-g++ --version | head -1); $(qemu-aarch64 --version | head -1)"
 
 step "cross build (needle, needle_tests) into $BUILD/"
