@@ -24,6 +24,7 @@ work=$(mktemp -d "${TMPDIR:-/tmp}/needle-fuzz.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 "$B"/fuzz/make_seeds "$work/seeds" >/dev/null
 mapfile -t targets < <(cd fuzz && ls fuzz_*.cpp | sed 's/\.cpp$//')
+if [ ${#targets[@]} -eq 0 ]; then echo "fuzz: no fuzz/fuzz_*.cpp targets found"; exit 1; fi
 failed=()
 # 1. Regression corpus: every input once.
 for t in "${targets[@]}"; do
