@@ -10,6 +10,10 @@ clang-format --dry-run --Werror "${files[@]}"
 # on x86) are not in build/'s compile_commands.json; they are checked against the cross build's
 # (scripts/test-aarch64.sh configures it) when that exists; NEEDLE_LINT_REQUIRE_AARCH64=1 (set by
 # .ci/run) makes its absence an error, so that CI never passes with the ARM files left unchecked.
+if [ "${NEEDLE_LINT_REQUIRE_AARCH64:-0}" = 1 ] && [ ! -f build-aarch64/compile_commands.json ]; then
+  echo "lint: no build-aarch64/compile_commands.json (the aarch64 job configures it)"
+  exit 1
+fi
 tidy=()
 other=()
 while IFS= read -r f; do
@@ -17,10 +21,6 @@ while IFS= read -r f; do
 done < <(git ls-files 'lib/*.cpp' 'apps/*.cpp')
 echo "lint: clang-tidy on ${#tidy[@]} files"
 printf '%s\n' "${tidy[@]}" | xargs -P "$(nproc)" -n 4 clang-tidy -p build --quiet 2>/dev/null
-if [ "${NEEDLE_LINT_REQUIRE_AARCH64:-0}" = 1 ] && [ ! -f build-aarch64/compile_commands.json ]; then
-  echo "lint: no build-aarch64/compile_commands.json (the aarch64 job configures it)"
-  exit 1
-fi
 arm=()
 untidied=()
 for f in "${other[@]}"; do

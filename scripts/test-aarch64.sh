@@ -120,7 +120,8 @@ if QEMU_CPU=cortex-a72 "${QEMU[@]}" "$BUILD/needle" verify tests/data/models/tin
 fi
 
 # Two qemu processes at a time (two cores): max's tests | the cortex-a76 tests, then verify.
-step "needle_tests -cpu max (${SPEC_MAX}) | needle_tests -cpu cortex-a76 (${SPEC_A76}), needle verify --golden tiny, small (cortex-a76), tiny (cortex-a72)"
+step "needle_tests -cpu max (${SPEC_MAX}) | needle_tests -cpu cortex-a76 (${SPEC_A76}), \
+needle verify --golden tiny, small (cortex-a76), tiny (cortex-a72)"
 run_tests max "$SPEC_MAX" &
 p1=$!
 (run_tests cortex-a76 "$SPEC_A76" && verify cortex-a76 dotprod tiny &&
