@@ -70,6 +70,16 @@ inline const float* I8GroupInput(const float* x, size_t cols, size_t g, float* p
   return padded;
 }
 
+// The byte tables of one 16-entry lookup per code nibble: for 2-bit codes a nibble holds two
+// codes, first[n] = q[n & 3] and second[n] = q[n >> 2]; for 4-bit codes both are q[n].
+inline void I8NibbleTables(const I8Codebook& cb, uint32_t code_bits, int8_t first[16],
+                           int8_t second[16]) {
+  for (size_t n = 0; n < 16; ++n) {
+    first[n] = code_bits == 2 ? cb.q[n & 3] : cb.q[n];
+    second[n] = code_bits == 2 ? cb.q[n >> 2] : cb.q[n];
+  }
+}
+
 // Builds the int8 codebook of f32 levels (2^bits entries used): c = amax/127 (1 if 0),
 // q[k] = roundf(levels[k] / c) (a division, as the engine's loader).
 I8Codebook MakeI8Codebook(const float* levels, size_t count);

@@ -138,10 +138,7 @@ class Unpacker {
  public:
   explicit Unpacker(const I8Codebook& cb) : q_(cb.q) {
     alignas(16) int8_t lo[16], hi[16];
-    for (size_t k = 0; k < 16; ++k) {
-      lo[k] = kBits == 2 ? cb.q[k & 3] : cb.q[k];   // 2-bit: a nibble's first code
-      hi[k] = kBits == 2 ? cb.q[k >> 2] : cb.q[k];  // its second code
-    }
+    I8NibbleTables(cb, kBits, lo, hi);
     lo_ = vld1q_s8(lo);
     hi_ = vld1q_s8(hi);
   }

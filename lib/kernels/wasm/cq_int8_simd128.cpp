@@ -125,14 +125,7 @@ class Unpacker {
  public:
   explicit Unpacker(const I8Codebook& cb) {
     alignas(16) int8_t lo[16], hi[16];
-    for (size_t k = 0; k < 16; ++k) {
-      if constexpr (kBits == 2) {
-        lo[k] = cb.q[k & 3];   // a nibble's first code
-        hi[k] = cb.q[k >> 2];  // its second code
-      } else {
-        lo[k] = hi[k] = cb.q[k];
-      }
-    }
+    I8NibbleTables(cb, kBits, lo, hi);
     lo_ = Load(lo);
     hi_ = Load(hi);
   }
