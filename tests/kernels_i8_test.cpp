@@ -300,6 +300,37 @@ TEST_CASE("int8 quantizer rounds exact halves away from zero, as roundf", "[kern
     for (uint32_t bits : {2u, 3u, 4u}) CheckQuantizer(v, x, 1, x.size(), x.size(), x.size(), bits);
 }
 
+TEST_CASE("int8 quantizer: non-finite activations give the reference's scales and codes",
+          "[kernels][i8]") {
+  // Infinities whose transform mixes inf and NaN lanes (inf - inf), finite values whose sums
+  // overflow, a lone NaN: the reference's max skips NaN (std::max), every table must too.
+  const float inf = std::numeric_limits<float>::infinity();
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  std::vector<std::vector<std::pair<size_t, float>>> groups = {
+      {{0, inf}, {1, inf}},
+      {{0, inf}, {77, -inf}},
+      {{3, nan}},
+      {{5, inf}, {6, nan}},
+      {{127, -inf}, {126, inf}, {64, inf}}};
+  std::vector<float> big(kI8Group);
+  for (size_t i = 0; i < kI8Group; ++i) big[i] = (i % 3 == 0 ? -3e38f : 3e38f);
+  std::vector<float> x;
+  for (const auto& g : groups) {
+    std::vector<float> group(kI8Group);
+    for (size_t i = 0; i < kI8Group; ++i) group[i] = 0.25f * static_cast<float>(i % 7) - 0.5f;
+    for (const auto& [i, v] : g) group[i] = v;
+    x.insert(x.end(), group.begin(), group.end());
+  }
+  x.insert(x.end(), big.begin(), big.end());
+  // The test must reach a group whose transform has both NaN and non-NaN lanes.
+  const Quantized ref = Quantize(&k::CqQuantizeI8Reference, x, 1, x.size(), x.size(), x.size(), 2);
+  size_t infinite_scales = 0;
+  for (float s : ref.scales) infinite_scales += std::isinf(s);
+  REQUIRE(infinite_scales >= 3);
+  for (const Variant& v : Variants())
+    for (uint32_t bits : {2u, 3u, 4u}) CheckQuantizer(v, x, 1, x.size(), x.size(), x.size(), bits);
+}
+
 TEST_CASE("integer CQ gemm: every table matches the reference bit for bit on awkward sizes",
           "[kernels][i8]") {
   const auto variants = Variants();

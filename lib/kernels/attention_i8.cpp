@@ -6,10 +6,6 @@
 
 namespace needle::kernels {
 
-namespace {
-constexpr float kNegInit = -1e30f;  // the engine's running-max start
-}  // namespace
-
 void AttendExpfScalar(const float* x, float* y, size_t n) {
   for (size_t i = 0; i < n; ++i) y[i] = libm::Expf(x[i]);
 }
@@ -38,7 +34,7 @@ void AttendI8Reference(const I8Queries& q, const I8KvView& kv, const uint32_t* s
   }
   // Softmax per head: max, exps, sequential sum, weights e_i * invs (kept in scores).
   for (size_t h = 0; h < H; ++h) {
-    float m = kNegInit;
+    float m = kAttendNegInit;
     for (size_t i = 0; i < count; ++i)
       if (m < scores[i * H + h]) m = scores[i * H + h];
     for (size_t i = 0; i < count; ++i) scores[i * H + h] = scores[i * H + h] - m;

@@ -24,6 +24,8 @@ inline constexpr size_t kAttendBlock = 64;
 // The SIMD versions hold one key's heads * head_dim / 64 int32 block dots on the stack; larger
 // shapes run the scalar reference.
 inline constexpr size_t kAttendMaxRow = 512;
+// The softmax's running-max start (the engine's).
+inline constexpr float kAttendNegInit = -1e30f;
 
 // An int8 K/V ring: kv_dim = kv_heads * head_dim codes per slot, head_dim a multiple of 64.
 // Codes lie in [-127, 127] (the engine's quantizer never yields -128; the SIMD dots rely on it).

@@ -18,15 +18,15 @@
 #include <cstdint>
 
 #include "kernels/attention_i8.h"
-#include "kernels/x86_intrin.h"
+#include "kernels/lane_algorithms.h"
+#include "kernels/x86_lanes.h"
 
 namespace needle::kernels {
 namespace {  // NOLINT(cert-dcl59-cpp, google-build-namespaces): one private copy per ISA file
 
-constexpr float kAttendNegInit = -1e30f;  // the engine's running-max start
-constexpr size_t kHeadLanes = 8;          // heads per ymm in the softmax and score chains
-constexpr size_t kCodeVectors = 4;        // V: vectors of head_dim per chunk
-constexpr size_t kPrefetchKeys = 8;       // keys ahead whose K / V rows are prefetched
+constexpr size_t kHeadLanes = 8;     // heads per ymm in the softmax and score chains
+constexpr size_t kCodeVectors = 4;   // V: vectors of head_dim per chunk
+constexpr size_t kPrefetchKeys = 8;  // keys ahead whose K / V rows are prefetched
 
 // Sum of each input's int32 lanes: lane l of the result = sum of the lanes of p[l] (exact).
 inline __m256i Reduce8(const __m256i p[8]) {
@@ -164,41 +164,8 @@ void AttendX86(const I8Queries& q, const I8KvView& kv, const uint32_t* slots, si
     }
   }
 
-  // 2. Softmax per head (a lane per head): max, s - max, exps, sequential sum, e * invs.
-  alignas(32) float mx[kAttendMaxRow];
-  for (size_t h = 0; h < H8; h += kHeadLanes) {
-    __m256 m = _mm256_set1_ps(kAttendNegInit);
-    for (size_t i = 0; i < count; ++i) m = _mm256_max_ps(_mm256_loadu_ps(scores + i * H + h), m);
-    _mm256_store_ps(mx + h, m);
-  }
-  for (size_t h = H8; h < H; ++h) {
-    float m = kAttendNegInit;
-    for (size_t i = 0; i < count; ++i)
-      if (m < scores[i * H + h]) m = scores[i * H + h];
-    mx[h] = m;
-  }
-  for (size_t i = 0; i < count; ++i) {
-    float* srow = scores + i * H;
-    for (size_t h = 0; h < H8; h += kHeadLanes)
-      _mm256_storeu_ps(srow + h, _mm256_sub_ps(_mm256_loadu_ps(srow + h), _mm256_load_ps(mx + h)));
-    for (size_t h = H8; h < H; ++h) srow[h] = srow[h] - mx[h];
-  }
-  expf_array(scores, scores, count * H);
-  for (size_t h = 0; h < H8; h += kHeadLanes) {
-    __m256 sum = _mm256_setzero_ps();
-    for (size_t i = 0; i < count; ++i)
-      sum = _mm256_add_ps(sum, _mm256_loadu_ps(scores + i * H + h));
-    const __m256 invs = _mm256_div_ps(_mm256_set1_ps(1.0f), sum);
-    for (size_t i = 0; i < count; ++i)
-      _mm256_storeu_ps(scores + i * H + h,
-                       _mm256_mul_ps(_mm256_loadu_ps(scores + i * H + h), invs));
-  }
-  for (size_t h = H8; h < H; ++h) {
-    float sum = 0.f;
-    for (size_t i = 0; i < count; ++i) sum = sum + scores[i * H + h];
-    const float invs = 1.0f / sum;
-    for (size_t i = 0; i < count; ++i) scores[i * H + h] = scores[i * H + h] * invs;
-  }
+  // 2. Softmax per head (a lane per head): kernels/lane_algorithms.h.
+  SoftmaxHeadsLanes<F32x8>(scores, count, H, expf_array);
 
   // 3. V, per kv head, chunk of head_dim and tile of its query heads.
   constexpr size_t kChunk = kCodeVectors * Isa::kLanes;

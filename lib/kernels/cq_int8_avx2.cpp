@@ -10,14 +10,14 @@
 // the activation, vpmaddubsw multiplies (pair sums <= 2 * 127 * 127: no saturation), vpmaddwd
 // widens to int32. The R*T group dots are reduced into one vector, then per lane
 //   acc = norm_g * (cb_scale * (s_g * (float)I_g)) + acc
-#include <immintrin.h>
-
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 
 #include "kernels/cq_int8.h"
 #include "kernels/cq_int8_x86.h"
+#include "kernels/lane_algorithms.h"
+#include "kernels/x86_lanes.h"  // first: includes <immintrin.h> (see there)
 
 namespace needle::kernels {
 
@@ -29,27 +29,6 @@ constexpr size_t kLanes = 8;
 constexpr size_t kGroupBlock = 64;
 
 // ---- quantizer ----
-
-// Butterfly stages h = 1, 2, 4 inside one register: lanes with bit h set take partner - self (the
-// reference's a - c with a = x[i - h]), the others self + partner.
-inline __m256 InRegisterStages(__m256 v) {
-  __m256 partner = _mm256_permute_ps(v, 0xB1);
-  v = _mm256_blend_ps(_mm256_add_ps(v, partner), _mm256_sub_ps(partner, v), 0xAA);
-  partner = _mm256_permute_ps(v, 0x4E);
-  v = _mm256_blend_ps(_mm256_add_ps(v, partner), _mm256_sub_ps(partner, v), 0xCC);
-  partner = _mm256_permute2f128_ps(v, v, 0x01);
-  return _mm256_blend_ps(_mm256_add_ps(v, partner), _mm256_sub_ps(partner, v), 0xF0);
-}
-
-// roundf (half away from zero), exactly: x - trunc(x) is exact, so |fraction| >= 0.5 decides.
-inline __m256 RoundHalfAway(__m256 x) {
-  const __m256 sign = _mm256_set1_ps(-0.0f);
-  const __m256 t = _mm256_round_ps(x, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
-  const __m256 frac = _mm256_andnot_ps(sign, _mm256_sub_ps(x, t));
-  const __m256 up = _mm256_cmp_ps(frac, _mm256_set1_ps(0.5f), _CMP_GE_OQ);
-  const __m256 one = _mm256_or_ps(_mm256_set1_ps(1.0f), _mm256_and_ps(x, sign));
-  return _mm256_add_ps(t, _mm256_and_ps(up, one));  // t + 0 keeps t's integer value
-}
 
 // 32 int32 (four vectors, in range) -> 32 int8 in column order.
 inline __m256i Bytes32(const __m256i* v) {
@@ -509,46 +488,19 @@ void GemvBits(const CqMatrix& m, const I8Codebook& cb, const I8Acts& acts, size_
 
 void CqQuantizeI8Avx2(const float* x, size_t n, size_t cols, size_t ldx, size_t in_pad,
                       uint32_t code_bits, int8_t* q, float* scales) {
-  const float c128 = 1.0f / std::sqrt(static_cast<float>(kI8Group));
-  const __m256 c = _mm256_set1_ps(c128);
-  const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
   const size_t groups = in_pad / kI8Group;
   alignas(32) float padded[kI8Group];
   for (size_t t = 0; t < n; ++t) {
     const float* xt = x + t * ldx;
     for (size_t g = 0; g < groups; ++g) {
       const size_t base = g * kI8Group;
-      const size_t len = base < cols ? std::min(kI8Group, cols - base) : 0;
-      const float* src = xt + base;
-      if (len < kI8Group) {
-        if (len > 0) std::memcpy(padded, src, len * sizeof(float));
-        std::fill(padded + len, padded + kI8Group, 0.f);
-        src = padded;
-      }
-      __m256 v[16];
-      for (size_t i = 0; i < 16; ++i) v[i] = InRegisterStages(_mm256_loadu_ps(src + 8 * i));
-      for (size_t h = 1; h < 16; h *= 2)  // stages 8, 16, 32, 64: vectors j and j + h
-        for (size_t b = 0; b < 16; b += 2 * h)
-          for (size_t j = b; j < b + h; ++j) {
-            const __m256 lo = v[j], hi = v[j + h];
-            v[j] = _mm256_add_ps(lo, hi);
-            v[j + h] = _mm256_sub_ps(lo, hi);
-          }
-      __m256 amax = _mm256_setzero_ps();
-      for (__m256& z : v) {
-        z = _mm256_mul_ps(c, z);
-        amax = _mm256_max_ps(amax, _mm256_and_ps(z, abs_mask));
-      }
-      __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(amax), _mm256_extractf128_ps(amax, 1));
-      m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
-      m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
-      const float m = _mm_cvtss_f32(m4);
+      __m256 v[kI8Group / F32x8::kLanes];
+      const float m = GroupWhtLanes<F32x8>(I8GroupInput(xt, cols, g, padded), v);
       const float s = m > 0.f ? m / 127.0f : 1.0f;
       const __m256 inv = _mm256_set1_ps(1.0f / s);
       scales[t * groups + g] = s;
       __m256i codes[16];
-      for (size_t i = 0; i < 16; ++i)
-        codes[i] = _mm256_cvttps_epi32(RoundHalfAway(_mm256_mul_ps(v[i], inv)));
+      for (size_t i = 0; i < 16; ++i) codes[i] = F32x8::RoundToI8(_mm256_mul_ps(v[i], inv));
       __m256i bytes[4];
       for (size_t i = 0; i < 4; ++i) bytes[i] = Bytes32(codes + 4 * i);
       StoreLayout(code_bits, bytes, q + t * in_pad + base);

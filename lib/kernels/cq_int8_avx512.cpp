@@ -8,43 +8,12 @@
 #include "kernels/cq_int8.h"
 #include "kernels/cq_int8_avx512_impl.h"
 #include "kernels/cq_int8_x86.h"
-#include "kernels/x86_intrin.h"
+#include "kernels/lane_algorithms.h"
+#include "kernels/x86_lanes.h"
 
 namespace needle::kernels {
 
 namespace {
-
-// One butterfly stage h < 16 inside a register: lanes with bit h set take partner - self (the
-// reference's a - c with a = x[i - h]), the others self + partner.
-template <int kH>
-inline __m512 InRegisterStage(__m512 v) {
-  __m512 partner;
-  __mmask16 upper;
-  if constexpr (kH == 1) {
-    partner = _mm512_permute_ps(v, 0xB1);
-    upper = 0xAAAA;
-  } else if constexpr (kH == 2) {
-    partner = _mm512_permute_ps(v, 0x4E);
-    upper = 0xCCCC;
-  } else if constexpr (kH == 4) {
-    partner = _mm512_shuffle_f32x4(v, v, 0xB1);  // swap 128-bit lanes 0<->1, 2<->3
-    upper = 0xF0F0;
-  } else {
-    partner = _mm512_shuffle_f32x4(v, v, 0x4E);  // swap 256-bit halves
-    upper = 0xFF00;
-  }
-  return _mm512_mask_sub_ps(_mm512_add_ps(v, partner), upper, partner, v);
-}
-
-// roundf (half away from zero), exactly: x - trunc(x) is exact, so |fraction| >= 0.5 decides.
-inline __m512 RoundHalfAway(__m512 x) {
-  const __m512 t = _mm512_roundscale_ps(x, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
-  const __m512 frac = _mm512_abs_ps(_mm512_sub_ps(x, t));
-  const __mmask16 up = _mm512_cmp_ps_mask(frac, _mm512_set1_ps(0.5f), _CMP_GE_OQ);
-  const __m512 one = _mm512_or_ps(_mm512_set1_ps(1.0f),
-                                  _mm512_and_ps(x, _mm512_set1_ps(-0.0f)));  // copysign(1, x)
-  return _mm512_mask_add_ps(t, up, t, one);
-}
 
 // 128 int8 codes in column order (two 64-byte vectors) -> the layout of I8LayoutPositionX86.
 inline void StoreLayout(uint32_t code_bits, __m512i z0, __m512i z1, int8_t* dst) {
@@ -87,44 +56,20 @@ inline __m512i Bytes64(const __m512i* v) {
 
 void CqQuantizeI8Avx512(const float* x, size_t n, size_t cols, size_t ldx, size_t in_pad,
                         uint32_t code_bits, int8_t* q, float* scales) {
-  const float c128 = 1.0f / std::sqrt(static_cast<float>(kI8Group));
-  const __m512 c = _mm512_set1_ps(c128);
   const size_t groups = in_pad / kI8Group;
+  alignas(64) float padded[kI8Group];
   for (size_t t = 0; t < n; ++t) {
     const float* xt = x + t * ldx;
     for (size_t g = 0; g < groups; ++g) {
       const size_t base = g * kI8Group;
-      const size_t len = base < cols ? std::min(kI8Group, cols - base) : 0;
-      __m512 v[8];
-      for (size_t i = 0; i < 8; ++i) {
-        const size_t have = len > 16 * i ? std::min<size_t>(16, len - 16 * i) : 0;
-        v[i] = have == 0 ? _mm512_setzero_ps()
-                         : _mm512_maskz_loadu_ps(static_cast<__mmask16>((1u << have) - 1),
-                                                 xt + base + 16 * i);
-        v[i] = InRegisterStage<1>(v[i]);
-        v[i] = InRegisterStage<2>(v[i]);
-        v[i] = InRegisterStage<4>(v[i]);
-        v[i] = InRegisterStage<8>(v[i]);
-      }
-      for (size_t h = 1; h < 8; h *= 2)  // stages 16, 32, 64: vectors j and j + h
-        for (size_t b = 0; b < 8; b += 2 * h)
-          for (size_t j = b; j < b + h; ++j) {
-            const __m512 lo = v[j], hi = v[j + h];
-            v[j] = _mm512_add_ps(lo, hi);
-            v[j + h] = _mm512_sub_ps(lo, hi);
-          }
-      __m512 amax = _mm512_setzero_ps();
-      for (__m512& z : v) {
-        z = _mm512_mul_ps(c, z);
-        amax = _mm512_max_ps(amax, _mm512_abs_ps(z));
-      }
-      const float m = _mm512_reduce_max_ps(amax);
+      __m512 v[kI8Group / F32x16::kLanes];
+      const float m = GroupWhtLanes<F32x16>(I8GroupInput(xt, cols, g, padded), v);
       const float s = m > 0.f ? m / 127.0f : 1.0f;
       const __m512 inv = _mm512_set1_ps(1.0f / s);
       scales[t * groups + g] = s;
       __m512i codes[8];
       for (size_t i = 0; i < 8; ++i)
-        codes[i] = _mm512_cvttps_epi32(RoundHalfAway(_mm512_mul_ps(v[i], inv)));
+        codes[i] = _mm512_cvttps_epi32(F32x16::RoundHalfAway(_mm512_mul_ps(v[i], inv)));
       StoreLayout(code_bits, Bytes64(codes), Bytes64(codes + 4), q + t * in_pad + base);
     }
   }

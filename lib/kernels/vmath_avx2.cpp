@@ -2,13 +2,12 @@
 // vectors of 4 doubles running libm.cpp's double operations in its order; no FMA, built with
 // -ffp-contract=off) and the int8 quantizer (the reference's f32 product and exact rounding per
 // element). Bit-exact with the scalar references. Only called after the dispatcher's CPU check.
-#include <immintrin.h>
-
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 
 #include "kernels/vmath.h"
+#include "kernels/x86_lanes.h"  // first: includes <immintrin.h> (see there)
 
 namespace needle::kernels {
 
@@ -130,21 +129,9 @@ inline void Apply(const float* x, float* y, size_t n) {
   }
 }
 
-// roundf (half away from zero), exactly: x - trunc(x) is exact, so |fraction| >= 0.5 decides.
-inline __m256 RoundHalfAway(__m256 x) {
-  const __m256 sign = _mm256_set1_ps(-0.0f);
-  const __m256 t = _mm256_round_ps(x, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
-  const __m256 frac = _mm256_andnot_ps(sign, _mm256_sub_ps(x, t));
-  const __m256 up = _mm256_cmp_ps(frac, _mm256_set1_ps(0.5f), _CMP_GE_OQ);
-  const __m256 one = _mm256_or_ps(_mm256_set1_ps(1.0f), _mm256_and_ps(x, sign));
-  return _mm256_add_ps(t, _mm256_and_ps(up, one));
-}
-
-// The reference's int8 of v * inv: rounded, converted to int32 (NaN, inf and |x| >= 2^31 give
-// INT32_MIN), then its low byte (sign-extended here so the saturating packs keep it).
+// The reference's int8 of v * inv, in int32 lanes.
 inline __m256i QuantizeLanes(__m256 v, __m256 inv) {
-  const __m256i i32 = _mm256_cvttps_epi32(RoundHalfAway(_mm256_mul_ps(v, inv)));
-  return _mm256_srai_epi32(_mm256_slli_epi32(i32, 24), 24);
+  return F32x8::RoundToI8(_mm256_mul_ps(v, inv));
 }
 
 }  // namespace

@@ -6,7 +6,7 @@
 #include <cmath>
 
 #include "kernels/vmath.h"
-#include "kernels/x86_intrin.h"
+#include "kernels/x86_lanes.h"
 
 namespace needle::kernels {
 
@@ -123,20 +123,10 @@ inline void Apply(const float* x, float* y, size_t n) {
   }
 }
 
-// roundf (half away from zero), exactly: x - trunc(x) is exact, so |fraction| >= 0.5 decides.
-inline __m512 RoundHalfAway(__m512 x) {
-  const __m512 t = _mm512_roundscale_ps(x, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
-  const __m512 frac = _mm512_abs_ps(_mm512_sub_ps(x, t));
-  const __mmask16 up = _mm512_cmp_ps_mask(frac, _mm512_set1_ps(0.5f), _CMP_GE_OQ);
-  const __m512 one = _mm512_or_ps(_mm512_set1_ps(1.0f),
-                                  _mm512_and_ps(x, _mm512_set1_ps(-0.0f)));  // copysign(1, x)
-  return _mm512_mask_add_ps(t, up, t, one);
-}
-
 // The reference's int8 of v * inv: rounded, converted to int32 (NaN, inf and |x| >= 2^31 give
 // INT32_MIN), then its low byte (vpmovdb truncates).
 inline __m128i QuantizeLanes(__m512 v, __m512 inv) {
-  return _mm512_cvtepi32_epi8(_mm512_cvttps_epi32(RoundHalfAway(_mm512_mul_ps(v, inv))));
+  return _mm512_cvtepi32_epi8(_mm512_cvttps_epi32(F32x16::RoundHalfAway(_mm512_mul_ps(v, inv))));
 }
 
 }  // namespace

@@ -18,12 +18,12 @@
 #include <cstdint>
 
 #include "kernels/arm/kernels_arm.h"
+#include "kernels/arm/neon_common.h"
 #include "kernels/attention_i8.h"
+#include "kernels/lane_algorithms.h"
 
 namespace needle::kernels {
 namespace {  // NOLINT(cert-dcl59-cpp, google-build-namespaces): one private copy per ISA file
-
-constexpr float kAttendNegInit = -1e30f;  // the engine's running-max start
 
 // Exact int32 dot of 64 codes in [-127, 127].
 inline int32_t Dot64(const int8_t* a, const int8_t* b) {
@@ -103,37 +103,8 @@ void AttendArm(const I8Queries& q, const I8KvView& kv, const uint32_t* slots, si
       scores[i * H + h] = acc * q.qse[h];
     }
   }
-  // Softmax: 4 heads per vector, then the remaining heads one at a time (same operations).
-  size_t h = 0;
-  for (; h + 4 <= H; h += 4) {
-    float32x4_t m = vdupq_n_f32(kAttendNegInit);
-    for (size_t i = 0; i < count; ++i) {
-      const float32x4_t s = vld1q_f32(scores + i * H + h);
-      m = vbslq_f32(vcltq_f32(m, s), s, m);
-    }
-    for (size_t i = 0; i < count; ++i)
-      vst1q_f32(scores + i * H + h, vsubq_f32(vld1q_f32(scores + i * H + h), m));
-  }
-  for (; h < H; ++h) {
-    float m = kAttendNegInit;
-    for (size_t i = 0; i < count; ++i)
-      if (m < scores[i * H + h]) m = scores[i * H + h];
-    for (size_t i = 0; i < count; ++i) scores[i * H + h] = scores[i * H + h] - m;
-  }
-  expf_array(scores, scores, count * H);
-  for (h = 0; h + 4 <= H; h += 4) {
-    float32x4_t sum = vdupq_n_f32(0.f);
-    for (size_t i = 0; i < count; ++i) sum = vaddq_f32(sum, vld1q_f32(scores + i * H + h));
-    const float32x4_t invs = vdivq_f32(vdupq_n_f32(1.0f), sum);
-    for (size_t i = 0; i < count; ++i)
-      vst1q_f32(scores + i * H + h, vmulq_f32(vld1q_f32(scores + i * H + h), invs));
-  }
-  for (; h < H; ++h) {
-    float sum = 0.f;
-    for (size_t i = 0; i < count; ++i) sum = sum + scores[i * H + h];
-    const float invs = 1.0f / sum;
-    for (size_t i = 0; i < count; ++i) scores[i * H + h] = scores[i * H + h] * invs;
-  }
+  // Softmax: 4 heads per vector, then the remaining heads one at a time (lane_algorithms.h).
+  SoftmaxHeadsLanes<F32x4Neon>(scores, count, H, expf_array);
   // V: per kv head, 16-element chunk and tile of up to 4 of its query heads.
   for (size_t g = 0; g < kv.kv_heads; ++g)
     for (size_t j0 = 0; j0 < hd; j0 += 16)

@@ -25,6 +25,7 @@
 #include "kernels/arm/kernels_arm.h"
 #include "kernels/arm/neon_common.h"
 #include "kernels/cq_int8.h"
+#include "kernels/lane_algorithms.h"
 
 namespace needle::kernels {
 namespace {  // NOLINT(cert-dcl59-cpp, google-build-namespaces): one private copy per ISA file
@@ -53,7 +54,6 @@ inline void StoreLayout(uint32_t code_bits, const int8_t* column_order, int8_t* 
 
 inline void QuantizeActs(const float* x, size_t n, size_t cols, size_t ldx, size_t in_pad,
                          uint32_t code_bits, int8_t* q, float* scales) {
-  const float c128 = 1.0f / std::sqrt(static_cast<float>(kI8Group));
   const size_t groups = in_pad / kI8Group;
   alignas(16) float padded[kI8Group];
   alignas(16) int8_t column_order[kI8Group];
@@ -61,23 +61,8 @@ inline void QuantizeActs(const float* x, size_t n, size_t cols, size_t ldx, size
     const float* xt = x + t * ldx;
     for (size_t g = 0; g < groups; ++g) {
       const size_t base = g * kI8Group;
-      const float* src = I8GroupInput(xt, cols, g, padded);
-      float32x4_t v[32];
-      for (size_t i = 0; i < 32; ++i) v[i] = InVectorStages(vld1q_f32(src + 4 * i));
-      for (size_t h = 1; h < 32; h *= 2)  // stages 4 .. 64: vectors j and j + h
-        for (size_t b = 0; b < 32; b += 2 * h)
-          for (size_t j = b; j < b + h; ++j) {
-            const float32x4_t lo = v[j], hi = v[j + h];
-            v[j] = vaddq_f32(lo, hi);
-            v[j + h] = vsubq_f32(lo, hi);
-          }
-      // FMAXNM ignores NaN like the reference's std::max(amax, |z|).
-      float32x4_t amax = vdupq_n_f32(0.f);
-      for (float32x4_t& z : v) {
-        z = vmulq_n_f32(z, c128);
-        amax = vmaxnmq_f32(amax, vabsq_f32(z));
-      }
-      const float m = vmaxnmvq_f32(amax);
+      float32x4_t v[kI8Group / F32x4Neon::kLanes];
+      const float m = GroupWhtLanes<F32x4Neon>(I8GroupInput(xt, cols, g, padded), v);
       const float s = m > 0.f ? m / 127.0f : 1.0f;
       const float inv = 1.0f / s;
       scales[t * groups + g] = s;

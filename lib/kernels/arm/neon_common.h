@@ -4,17 +4,34 @@
 
 #include <arm_neon.h>
 
+#include <cstddef>
+
 namespace needle::kernels {
 namespace {  // NOLINT(cert-dcl59-cpp, google-build-namespaces): one private copy per ISA file
 
-// Butterfly stages h = 1 and 2 inside one vector [x0, x1, x2, x3]. IEEE sums commute exactly, so
-// x1 + x0 is the reference's x0 + x1; lanes with bit h set take the reference's a - c.
-[[maybe_unused]] inline float32x4_t InVectorStages(float32x4_t v) {
-  float32x4_t partner = vrev64q_f32(v);  // [x1, x0, x3, x2]
-  v = vtrn2q_f32(vaddq_f32(v, partner), vsubq_f32(partner, v));
-  partner = vextq_f32(v, v, 2);  // [x2, x3, x0, x1]
-  return vcombine_f32(vget_low_f32(vaddq_f32(v, partner)), vget_high_f32(vsubq_f32(partner, v)));
-}
+// The NEON float-vector policy of kernels/lane_algorithms.h (4 lanes).
+struct F32x4Neon {
+  using T = float32x4_t;
+  static constexpr size_t kLanes = 4;
+  static T Load(const float* p) { return vld1q_f32(p); }
+  static void Store(float* p, T v) { vst1q_f32(p, v); }
+  static T Splat(float f) { return vdupq_n_f32(f); }
+  static T Add(T a, T b) { return vaddq_f32(a, b); }
+  static T Sub(T a, T b) { return vsubq_f32(a, b); }
+  static T Mul(T a, T b) { return vmulq_f32(a, b); }
+  static T Div(T a, T b) { return vdivq_f32(a, b); }
+  static T Abs(T v) { return vabsq_f32(v); }
+  static T MaxKeep(T m, T x) { return vbslq_f32(vcltq_f32(m, x), x, m); }  // m < x ? x : m
+  static float MaxLanes(T v) { return vmaxnmvq_f32(v); }
+  // Butterfly stages h = 1 and 2 inside one vector [x0, x1, x2, x3]. IEEE sums commute exactly,
+  // so x1 + x0 is the reference's x0 + x1; lanes with bit h set take the reference's a - c.
+  static T InVectorStages(T v) {
+    T partner = vrev64q_f32(v);  // [x1, x0, x3, x2]
+    v = vtrn2q_f32(vaddq_f32(v, partner), vsubq_f32(partner, v));
+    partner = vextq_f32(v, v, 2);  // [x2, x3, x0, x1]
+    return vcombine_f32(vget_low_f32(vaddq_f32(v, partner)), vget_high_f32(vsubq_f32(partner, v)));
+  }
+};
 
 // The reference's RoundToI8 on 4 lanes: roundf (FCVTAS rounds half away from zero) as int32, 0
 // where !(|x| < 2^31) (NaN, inf, huge), then the low byte (taken by the narrowing).

@@ -13,6 +13,7 @@
 #include <algorithm>
 
 #include "kernels/attention_i8.h"
+#include "kernels/lane_algorithms.h"
 #include "kernels/wasm/kernels_wasm.h"
 #include "kernels/wasm/simd128_common.h"
 
@@ -25,7 +26,6 @@ using simd128::ReduceLanes4;
 using simd128::Store;
 using simd128::WidenSplit;
 
-constexpr float kNegInit = -1e30f;  // the engine's running-max start
 constexpr size_t kHeadLanes = 4;
 constexpr size_t kChunk = 16;                               // V: elements per tile
 constexpr size_t kKeyBlock = 32;                            // V: keys per staged weight block
@@ -149,39 +149,8 @@ void AttendI8Simd128(const I8Queries& q, const I8KvView& kv, const uint32_t* slo
     }
   }
 
-  // 2. Softmax per head (a lane per head): max, s - max, exps, sequential sum, e * invs.
-  alignas(16) float mx[kAttendMaxRow];
-  for (size_t h = 0; h < H4; h += kHeadLanes) {
-    v128_t m = wasm_f32x4_splat(kNegInit);
-    for (size_t i = 0; i < count; ++i) m = wasm_f32x4_pmax(m, Load(scores + i * H + h));
-    Store(mx + h, m);
-  }
-  for (size_t h = H4; h < H; ++h) {
-    float m = kNegInit;
-    for (size_t i = 0; i < count; ++i)
-      if (m < scores[i * H + h]) m = scores[i * H + h];
-    mx[h] = m;
-  }
-  for (size_t i = 0; i < count; ++i) {
-    float* srow = scores + i * H;
-    for (size_t h = 0; h < H4; h += kHeadLanes)
-      Store(srow + h, wasm_f32x4_sub(Load(srow + h), Load(mx + h)));
-    for (size_t h = H4; h < H; ++h) srow[h] = srow[h] - mx[h];
-  }
-  expf_array(scores, scores, count * H);
-  for (size_t h = 0; h < H4; h += kHeadLanes) {
-    v128_t sum = wasm_f32x4_splat(0.f);
-    for (size_t i = 0; i < count; ++i) sum = wasm_f32x4_add(sum, Load(scores + i * H + h));
-    const v128_t invs = wasm_f32x4_div(wasm_f32x4_splat(1.0f), sum);
-    for (size_t i = 0; i < count; ++i)
-      Store(scores + i * H + h, wasm_f32x4_mul(Load(scores + i * H + h), invs));
-  }
-  for (size_t h = H4; h < H; ++h) {
-    float sum = 0.f;
-    for (size_t i = 0; i < count; ++i) sum = sum + scores[i * H + h];
-    const float invs = 1.0f / sum;
-    for (size_t i = 0; i < count; ++i) scores[i * H + h] = scores[i * H + h] * invs;
-  }
+  // 2. Softmax per head (a lane per head): kernels/lane_algorithms.h.
+  SoftmaxHeadsLanes<simd128::F32x4>(scores, count, H, expf_array);
 
   // 3. V, per block of keys: their weights cw[i][b][h] = pw * v_scale (the reference's c), then
   // per kv head, chunk of head_dim and pair of its query heads.

@@ -18,6 +18,7 @@
 #include <cstring>
 
 #include "kernels/cq_int8.h"
+#include "kernels/lane_algorithms.h"
 #include "kernels/wasm/kernels_wasm.h"
 #include "kernels/wasm/simd128_common.h"
 
@@ -25,10 +26,8 @@ namespace needle::kernels {
 
 namespace {
 
-using simd128::InVectorStages;
 using simd128::Load;
 using simd128::LowBytes16;
-using simd128::MaxLanes;
 using simd128::ReduceLanes4;
 using simd128::RoundToI32;
 using simd128::SplitDot;
@@ -482,30 +481,14 @@ __attribute__((noinline)) void GemmBits(const CqMatrix& m, const I8Codebook& cb,
 
 void CqQuantizeI8Simd128(const float* x, size_t n, size_t cols, size_t ldx, size_t in_pad,
                          uint32_t code_bits, int8_t* q, float* scales) {
-  const float c128 = 1.0f / std::sqrt(static_cast<float>(kI8Group));
-  const v128_t c = wasm_f32x4_splat(c128);
   const size_t groups = in_pad / kI8Group;
   alignas(16) float padded[kI8Group];
   for (size_t t = 0; t < n; ++t) {
     const float* xt = x + t * ldx;
     for (size_t g = 0; g < groups; ++g) {
       const size_t base = g * kI8Group;
-      const float* src = I8GroupInput(xt, cols, g, padded);
-      v128_t v[32];
-      for (size_t i = 0; i < 32; ++i) v[i] = InVectorStages(wasm_v128_load(src + 4 * i));
-      for (size_t h = 1; h < 32; h *= 2)  // stages 4, 8, ..., 64: vectors j and j + h
-        for (size_t b = 0; b < 32; b += 2 * h)
-          for (size_t j = b; j < b + h; ++j) {
-            const v128_t lo = v[j], hi = v[j + h];
-            v[j] = wasm_f32x4_add(lo, hi);
-            v[j + h] = wasm_f32x4_sub(lo, hi);
-          }
-      v128_t amax = wasm_f32x4_splat(0.f);
-      for (v128_t& z : v) {
-        z = wasm_f32x4_mul(c, z);
-        amax = wasm_f32x4_pmax(amax, wasm_f32x4_abs(z));
-      }
-      const float m = MaxLanes(amax);
+      v128_t v[kI8Group / simd128::F32x4::kLanes];
+      const float m = GroupWhtLanes<simd128::F32x4>(I8GroupInput(xt, cols, g, padded), v);
       const float s = m > 0.f ? m / 127.0f : 1.0f;
       const v128_t inv = wasm_f32x4_splat(1.0f / s);
       scales[t * groups + g] = s;

@@ -70,13 +70,28 @@ __attribute__((always_inline)) inline v128_t SplitDot(v128_t acc, v128_t w, cons
   return wasm_i32x4_add(acc, wasm_i32x4_dot_i16x8(wasm_v128_and(w, high), Load(a + 8)));
 }
 
-// Butterfly stages h = 1, 2 inside one vector: lanes with bit h set take partner - self (the
-// reference's a - c with a = x[i - h]), the others self + partner.
-inline v128_t InVectorStages(v128_t v) {
-  v128_t partner = wasm_i32x4_shuffle(v, v, 1, 0, 3, 2);
-  v = wasm_i32x4_shuffle(wasm_f32x4_add(v, partner), wasm_f32x4_sub(partner, v), 0, 5, 2, 7);
-  partner = wasm_i32x4_shuffle(v, v, 2, 3, 0, 1);
-  return wasm_i32x4_shuffle(wasm_f32x4_add(v, partner), wasm_f32x4_sub(partner, v), 0, 1, 6, 7);
-}
+// The SIMD128 float-vector policy of kernels/lane_algorithms.h (4 lanes).
+struct F32x4 {
+  using T = v128_t;
+  static constexpr size_t kLanes = 4;
+  static T Load(const float* p) { return wasm_v128_load(p); }
+  static void Store(float* p, T v) { wasm_v128_store(p, v); }
+  static T Splat(float f) { return wasm_f32x4_splat(f); }
+  static T Add(T a, T b) { return wasm_f32x4_add(a, b); }
+  static T Sub(T a, T b) { return wasm_f32x4_sub(a, b); }
+  static T Mul(T a, T b) { return wasm_f32x4_mul(a, b); }
+  static T Div(T a, T b) { return wasm_f32x4_div(a, b); }
+  static T Abs(T v) { return wasm_f32x4_abs(v); }
+  static T MaxKeep(T m, T x) { return wasm_f32x4_pmax(m, x); }  // pmax: m < x ? x : m
+  static float MaxLanes(T v) { return simd128::MaxLanes(v); }
+  // Butterfly stages h = 1, 2 inside one vector: lanes with bit h set take partner - self (the
+  // reference's a - c with a = x[i - h]), the others self + partner.
+  static T InVectorStages(T v) {
+    T partner = wasm_i32x4_shuffle(v, v, 1, 0, 3, 2);
+    v = wasm_i32x4_shuffle(wasm_f32x4_add(v, partner), wasm_f32x4_sub(partner, v), 0, 5, 2, 7);
+    partner = wasm_i32x4_shuffle(v, v, 2, 3, 0, 1);
+    return wasm_i32x4_shuffle(wasm_f32x4_add(v, partner), wasm_f32x4_sub(partner, v), 0, 1, 6, 7);
+  }
+};
 
 }  // namespace needle::kernels::simd128
