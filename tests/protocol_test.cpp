@@ -1,5 +1,5 @@
 // Turn-protocol rules of the official engine that are pinned without a model: the branch stop
-// rule (grammar level), the validation block and the negation phrases (doc/PROTOCOL-NOTES.md).
+// rule (grammar level), the validation block and the negation phrases (docs/PROTOCOL-NOTES.md).
 #include <catch2/catch.hpp>
 #include <string>
 
@@ -18,7 +18,7 @@ const char* kAlarm =
 
 TEST_CASE("a branch ends at the byte that leaves its value, not at a number's delimiter",
           "[protocol]") {
-  // Measured on the engine (doc/PROTOCOL-NOTES.md item 2): small-crafted-0.5, TYPES tools, an
+  // Measured on the engine (docs/PROTOCOL-NOTES.md item 2): small-crafted-0.5, TYPES tools, an
   // integer enum `minute` whose branch winner `0` runs on through `,"hour":` into the digits of
   // `hour` (24 tokens, 23 of them uncharged: returned = max_tokens + 23 from -n 45 on, where a
   // separate branch at `hour` would need 6 more tokens of budget).

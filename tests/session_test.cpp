@@ -26,7 +26,7 @@ namespace {
 
 // Turns still differing with the official numerics (logits bit-exact, so no near ties). The list
 // can only shrink: each entry must still differ. None left: the five string-branch turns of
-// small-crafted-0.8 were the grammar's `}`-in-string rule (doc/PROTOCOL-NOTES.md item 10).
+// small-crafted-0.8 were the grammar's `}`-in-string rule (docs/PROTOCOL-NOTES.md item 10).
 const std::set<std::pair<int, int>>& OpenTurns(const std::string& /*model*/) {
   static const std::set<std::pair<int, int>> none;
   return none;
@@ -34,7 +34,7 @@ const std::set<std::pair<int, int>>& OpenTurns(const std::string& /*model*/) {
 
 // Turns whose confidence (printed %.4f) still differs from the engine's; every other turn must
 // agree to the fourth decimal, and every listed turn must still differ (the lists only shrink).
-// None left (doc/PROTOCOL-NOTES.md items 4a-4c: candidate-list logits, the after-quote enum
+// None left (docs/PROTOCOL-NOTES.md items 4a-4c: candidate-list logits, the after-quote enum
 // branch, the probe cache and its re-forward).
 const std::set<std::pair<int, int>>& OpenConfidence(const std::string& /*model*/) {
   static const std::set<std::pair<int, int>> none;

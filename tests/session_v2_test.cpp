@@ -32,7 +32,7 @@ using Steps = std::set<std::pair<int, int>>;  // (case, step)
 // shrink); near ties of the f32 path are gone with bit-exact numerics. None is left: every turn
 // of the four fixture models equals the engine's (the TYPES cases 3-8 and 11 on the crafted
 // models came with the number-delimiter branch stop rule, tiny case 11 with conversation-wide
-// enum grounding; doc/PROTOCOL-NOTES.md items 2 and 11).
+// enum grounding; docs/PROTOCOL-NOTES.md items 2 and 11).
 const std::map<std::string, Steps>& Open() {
   static const std::map<std::string, Steps> m = {
       {"tiny", {}}, {"small", {}}, {"small-crafted-0.5", {}}, {"small-crafted-0.8", {}}};

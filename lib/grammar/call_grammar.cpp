@@ -141,7 +141,7 @@ bool CallGrammar::FeedClosesArgumentValue(GrammarState& s, std::string_view byte
   // the arguments object right after a value (phase 3) or closes it, even when a later byte of
   // the token opens the next key (`","`). A number is closed by the delimiter after it, which
   // goes straight on (`,` waits for a key): a branch running through `0,"hour":` continues
-  // (measured on the engine: doc/PROTOCOL-NOTES.md item 2). Our integer enum literal is complete
+  // (measured on the engine: docs/PROTOCOL-NOTES.md item 2). Our integer enum literal is complete
   // at its last digit; the engine's number is still open there, so a digit never ends it.
   bool done = false;
   for (char c : bytes) {

@@ -31,7 +31,7 @@ struct CompatOptions {
   bool refuse_duplicate_calls = true;
   bool allow_comma_close = true;  // `,}` in objects (engine behaviour; yields malformed JSON)
   // `}` inside a string value refused while its object lacks required keys (engine behaviour,
-  // measured: doc/PROTOCOL-NOTES.md item 10).
+  // measured: docs/PROTOCOL-NOTES.md item 10).
   bool refuse_brace_in_string = true;
 };
 
@@ -99,7 +99,7 @@ class CallGrammar {
   // closed the object), even when a later byte opens the next key (`","`), or if a byte was
   // rejected. A number closed by `,` goes straight on to the next key and does not count, nor does
   // the last digit of an integer enum literal. The engine's stop test for value-start branch
-  // extensions (doc/PROTOCOL-NOTES.md item 2).
+  // extensions (docs/PROTOCOL-NOTES.md item 2).
   bool FeedClosesArgumentValue(GrammarState& s, std::string_view bytes) const;
 
  private:

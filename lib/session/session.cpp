@@ -735,7 +735,7 @@ void Session::DecodeCall(TurnState& t, bool require_call) {
         for (size_t i = 0; i < best_ids.size(); ++i) {
           // An enum branch taken after the key's quote enters nothing into the confidence list
           // (engine, measured: its minimum is a later call step's, far above the branch tokens'
-          // p; doc/PROTOCOL-NOTES.md item 4b).
+          // p; docs/PROTOCOL-NOTES.md item 4b).
           if (!after_quote) t.dc = std::min(t.dc, best_probs[i]);
           commit(best_ids[i], /*counted=*/i == 0);
         }
@@ -764,7 +764,7 @@ Reply Session::Respond(std::string_view input, int max_new_tokens) {
   t.query = std::string(input);
   // Enum grounding searches everything said since the reset, tool results included, not only
   // this turn's input (measured on the engine: a value named two turns earlier, or only in a tool
-  // result, is still teacher-forced; doc/PROTOCOL-NOTES.md item 11).
+  // result, is still teacher-forced; docs/PROTOCOL-NOTES.md item 11).
   if (fresh_) said_.clear();
   said_.append(input).push_back('\n');
   t.said = said_;
