@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""Runs the shell examples of README.md as printed and checks what they show.
+"""Runs the shell examples of README.md (or another Markdown file) as printed; checks their output.
 
-Usage: readme_examples_test.py NEEDLE_BINARY [README.md]
+Usage: readme_examples_test.py NEEDLE_BINARY [FILE.md]   (default: the repository's README.md)
 
 Convention (README.md, "Testing the documentation"):
 - Only ```sh blocks are read. In them, a line starting with "$ " is a command that is run; other
@@ -93,6 +93,7 @@ def main():
     needle = os.path.abspath(sys.argv[1])
     repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     readme = sys.argv[2] if len(sys.argv) == 3 else os.path.join(repo, "README.md")
+    label = os.path.basename(readme)
     with open(readme, encoding="utf-8") as f:
         examples = extract_examples(f.read())
     if not examples:
@@ -117,22 +118,22 @@ def main():
                 expected = shown[0].strip() if shown else "0"
                 if previous is None or str(previous[2]) != expected:
                     got = "no command" if previous is None else previous[2]
-                    print(f"README.md:{number}: exit code {got}, shown {expected}", file=sys.stderr)
+                    print(f"{label}:{number}: exit code {got}, shown {expected}", file=sys.stderr)
                     failures += 1
                 previous = None
                 continue
             if previous is not None and previous[2] != 0:
-                print(f"README.md:{previous[0]}: `{previous[1]}` exited {previous[2]}",
+                print(f"{label}:{previous[0]}: `{previous[1]}` exited {previous[2]}",
                       file=sys.stderr)
                 failures += 1
             start = time.monotonic()
             result = subprocess.run([bash, "-o", "pipefail", "-c", command], cwd=work, env=env,
                                     capture_output=True, text=True, errors="replace")
             seconds = time.monotonic() - start
-            print(f"README.md:{number}: {seconds:6.2f} s  exit {result.returncode}  {command}")
+            print(f"{label}:{number}: {seconds:6.2f} s  exit {result.returncode}  {command}")
             missing = check_output(shown, result.stdout)
             if missing is not None:
-                print(f"README.md:{number}: `{command}` did not print (in order):\n  {missing}\n"
+                print(f"{label}:{number}: `{command}` did not print (in order):\n  {missing}\n"
                       f"stdout was:\n{result.stdout}stderr was:\n{result.stderr}",
                       file=sys.stderr)
                 failures += 1
@@ -140,11 +141,11 @@ def main():
                 print(result.stderr, file=sys.stderr, end="")
             previous = (number, command, result.returncode)
         if previous is not None and previous[2] != 0:
-            print(f"README.md:{previous[0]}: `{previous[1]}` exited {previous[2]}",
+            print(f"{label}:{previous[0]}: `{previous[1]}` exited {previous[2]}",
                   file=sys.stderr)
             failures += 1
 
-    print(f"{len(examples)} README commands, {failures} failure(s)")
+    print(f"{label}: {len(examples)} commands, {failures} failure(s)")
     return 1 if failures else 0
 
 
