@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Runs the shell examples of README.md (or another Markdown file) as printed; checks their output.
 
-Usage: readme_examples_test.py NEEDLE_BINARY [FILE.md]   (default: the repository's README.md)
+Usage: readme_examples_test.py NEEDLE_BINARY [FILE.md...]   (default: the repository's README.md)
 
 Convention (README.md, "Testing the documentation"):
 - Only ```sh blocks are read. In them, a line starting with "$ " is a command that is run; other
@@ -87,12 +87,17 @@ def check_output(shown_lines, stdout):
 
 
 def main():
-    if len(sys.argv) not in (2, 3):
+    if len(sys.argv) < 2:
         print(__doc__, file=sys.stderr)
         return 2
     needle = os.path.abspath(sys.argv[1])
     repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    readme = sys.argv[2] if len(sys.argv) == 3 else os.path.join(repo, "README.md")
+    files = sys.argv[2:] or [os.path.join(repo, "README.md")]
+    return 1 if sum(run_file(needle, repo, path) for path in files) else 0
+
+
+def run_file(needle, repo, readme):
+    """Runs the examples of one Markdown file; returns the number of failures."""
     label = os.path.basename(readme)
     with open(readme, encoding="utf-8") as f:
         examples = extract_examples(f.read())
@@ -146,7 +151,7 @@ def main():
             failures += 1
 
     print(f"{label}: {len(examples)} commands, {failures} failure(s)")
-    return 1 if failures else 0
+    return failures
 
 
 if __name__ == "__main__":
