@@ -9,7 +9,7 @@ disjoint between the `train` and `test` splits, so the test split measures copyi
 the model never saw; schema enums (units, languages, on/off) are shared, since they are part of
 the tools.
 
-  python3 -m needle_torch.dataset --split train --count 20000 --seed 1 --out train.jsonl
+  python3 -m needle_torch.dataset --split train --count 20000 --seed 1 --tool-sets 400 --out train.jsonl
   python3 -m needle_torch.dataset --split test --count 500 --seed 2 --out heldout.jsonl
 """
 import argparse
@@ -253,10 +253,15 @@ def _capitalize(text):
     return text[:1].upper() + text[1:]
 
 
-def make_example(rng, split):
-    """One {tools, query, expected} example; split 0 = train pools, 1 = test pools."""
+def _tool_set(rng):
+    return rng.sample(list(TOOLS), rng.randint(2, 4))
+
+
+def make_example(rng, split, offered=None):
+    """One {tools, query, expected} example; split 0 = train pools, 1 = test pools. `offered`:
+    the tool names to offer, in order (default: 2-4 drawn at random)."""
     names = list(TOOLS)
-    offered = rng.sample(names, rng.randint(2, 4))
+    offered = list(offered) if offered else _tool_set(rng)
     kind = rng.random()
     if kind < 0.62:  # one call
         tool = rng.choice(offered)
@@ -278,11 +283,15 @@ def make_example(rng, split):
     return {"tools": [TOOLS[n] for n in offered], "query": query, "expected": calls}
 
 
-def generate(split, count, seed):
+def generate(split, count, seed, tool_sets=0):
+    """`count` examples. tool_sets > 0: offer only that many ordered tool sets (drawn first), so
+    that rendering needs one engine call per set (render.py); 0: a fresh set per example."""
     if split not in ("train", "test"):
         raise ValueError(f"split {split!r}: train or test")
     rng = random.Random(f"{split}:{seed}")
-    return [make_example(rng, 0 if split == "train" else 1) for _ in range(count)]
+    sets = [_tool_set(rng) for _ in range(tool_sets)]
+    pool = 0 if split == "train" else 1
+    return [make_example(rng, pool, rng.choice(sets) if sets else None) for _ in range(count)]
 
 
 def main(argv=None):
@@ -290,9 +299,12 @@ def main(argv=None):
     parser.add_argument("--split", choices=["train", "test"], required=True)
     parser.add_argument("--count", type=int, required=True)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--tool-sets", type=int, default=0,
+                        help="draw tools from this many fixed ordered sets (0: fresh per example)")
     parser.add_argument("--out", default="-", help="output JSONL (default stdout)")
     args = parser.parse_args(argv)
-    lines = [json.dumps(e, ensure_ascii=False) for e in generate(args.split, args.count, args.seed)]
+    examples = generate(args.split, args.count, args.seed, args.tool_sets)
+    lines = [json.dumps(e, ensure_ascii=False) for e in examples]
     text = "\n".join(lines) + "\n"
     if args.out == "-":
         sys.stdout.write(text)
