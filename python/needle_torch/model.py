@@ -76,6 +76,7 @@ class NeedleModel(torch.nn.Module):
         self.codebooks = codebooks      # bits -> levels for group 128
         self.qat_weights = False
         self.qat_activations = False
+        self._forward_state = {}  # tensors one forward shares between its parts (not state)
         g = geometry
         lane = torch.arange(g.num_layers) % g.lanes
         onehot = torch.nn.functional.one_hot(lane, g.lanes).float()  # [L, n]
@@ -89,10 +90,14 @@ class NeedleModel(torch.nn.Module):
     def parameter(self, name):
         return self.params[_param_key(name)]
 
-    def weight(self, name):
+    def weight(self, name, rows=None):
         """The tensor as the forward pass uses it: CQ-fake-quantized under QAT when the .cact
-        stores it as CQ (same bits and group), else as is."""
+        stores it as CQ (same bits and group), else as is. `rows` (an index tensor): only those
+        rows, quantized after the gather, which is exact since CQ groups never span rows (and
+        much cheaper for the engram tables)."""
         value = self.parameter(name)
+        if rows is not None:
+            value = value[rows]
         info = self.tensor_info.get(name)
         if self.qat_weights and info is not None and info["dtype"] == "CQ":
             group = int(info["group"])
@@ -130,8 +135,9 @@ class NeedleModel(torch.nn.Module):
         """(kk, v) of one engram site: [B, T, d] each."""
         g = self.geometry
         slot_index, valid = self._engram_rows(ids)
-        tables = self.weight(f"engram{site}.tables")  # [tables * slots, sub_dim]
-        rows = tables[slot_index] * valid.unsqueeze(-1).to(tables.dtype)
+        # tables: [tables * slots, sub_dim]; rows: [B, T, tables, sub_dim]
+        rows = self.weight(f"engram{site}.tables", rows=slot_index)
+        rows = rows * valid.unsqueeze(-1).to(rows.dtype)
         e = self._act(rows.reshape(*ids.shape, g.engram_tables * g.engram_sub_dim))
         key = e @ self.weight(f"engram{site}.key_proj").T
         value_raw = e @ self.weight(f"engram{site}.value_proj").T
@@ -207,6 +213,7 @@ class NeedleModel(torch.nn.Module):
         g = self.geometry
         n, d, length = g.lanes, g.d_model, ids.shape[1]
         embedding = self.weight("embedding")  # [V, d]
+        self._forward_state["embedding"] = embedding  # logits_of reuses it: one quantization
         x0 = embedding[ids] * math.sqrt(d)
         lanes = x0.unsqueeze(2).expand(-1, -1, n, -1)  # [B, T, n, d]
         mask = self.visibility(length, window, sink_len, ids.device)
@@ -243,8 +250,9 @@ class NeedleModel(torch.nn.Module):
         return _zcn(lanes.mean(dim=2), self.parameter("final_norm"))
 
     def logits_of(self, hidden):
-        """Tied output head: [..., d] -> [..., V]."""
-        return self._act(hidden) @ self.weight("embedding").T
+        """Tied output head: [..., d] -> [..., V] (call after hidden(), which sets the
+        embedding this forward uses)."""
+        return self._act(hidden) @ self._forward_state["embedding"].T
 
     def forward(self, ids, window=0, sink_len=0):
         """ids [B, T] int64 -> logits [B, T, V] (f32 reference semantics unless QAT is on)."""
