@@ -152,7 +152,8 @@ def train(args):
         json.dump(vars(args), handle, indent=1)
     net.train()
     window_loss, window_tokens, window_start = [], 0, time.time()
-    while step < args.steps:
+    stop = min(args.steps, args.stop_at) if args.stop_at else args.steps
+    while step < stop:
         for group in optimizer.param_groups:
             group["lr"] = learning_rate(step, args)
         qat = args.qat_every > 0 and step % args.qat_every == 0
@@ -174,7 +175,7 @@ def train(args):
                   f"{len(window_loss) / seconds:.3f} steps/s {window_tokens / seconds:.0f} tokens/s",
                   flush=True)
             window_loss, window_tokens, window_start = [], 0, time.time()
-        if step % args.checkpoint_every == 0 or step == args.steps:
+        if step % args.checkpoint_every == 0 or step == stop:
             save_checkpoint(checkpoint_path, net, optimizer, step, losses, args)
     return losses
 
@@ -228,6 +229,9 @@ def main(argv=None):
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--log-every", type=int, default=10)
     parser.add_argument("--checkpoint-every", type=int, default=100)
+    parser.add_argument("--stop-at", type=int, default=0,
+                        help="end this session after that step (checkpointed; the schedule "
+                             "stays the one of --steps, so --resume continues it)")
     parser.add_argument("--resume", action="store_true")
     parser.add_argument("--force", action="store_true", help="restart over an existing run")
     parser.add_argument("--export", metavar="RUN_DIR", help="export RUN_DIR's checkpoint")
