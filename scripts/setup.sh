@@ -15,7 +15,9 @@
 #              Debian's): scripts/build-wasm.sh, scripts/test-wasm.sh
 #   --torch    also Debian's PyTorch (CPU) for the training extra, python/needle_torch: its
 #              forward pass, training and export (python/README.md); never needed by the core
-#              build or tests (their torch tests are registered only when torch imports)
+#              build or tests (their torch tests are registered only when torch imports). With
+#              it the single-threaded OpenBLAS: Debian's torch calls the system BLAS, and the
+#              reference libblas3 is 4-7x slower on the training's matrix products
 #   --all      --clang and --aarch64 (what .ci/run's jobs need)
 set -euo pipefail
 SUDO=""
@@ -24,7 +26,7 @@ PKGS=(build-essential cmake ninja-build pkg-config
       libcli11-dev nlohmann-json3-dev libfmt-dev libspdlog-dev catch2
       python3 python3-numpy python3-sentencepiece clang-format clang-tidy)
 CLANG_PKGS=(clang-14 libclang-rt-14-dev libomp-14-dev)
-TORCH_PKGS=(python3-torch)
+TORCH_PKGS=(python3-torch libopenblas0-serial)
 AARCH64_PKGS=(g++-aarch64-linux-gnu qemu-user libfmt-dev:arm64 libspdlog-dev:arm64 libgomp1:arm64)
 aarch64=0
 wasm=0
