@@ -9,7 +9,8 @@ disjoint between the `train` and `test` splits, so the test split measures copyi
 the model never saw; schema enums (units, languages, on/off) are shared, since they are part of
 the tools.
 
-  python3 -m needle_torch.dataset --split train --count 20000 --seed 1 --tool-sets 400 --out train.jsonl
+  python3 -m needle_torch.dataset --split train --count 20000 --seed 1 --tool-sets 400 \
+      --out train.jsonl
   python3 -m needle_torch.dataset --split test --count 500 --seed 2 --out heldout.jsonl
 """
 import argparse
@@ -71,7 +72,8 @@ PHRASES = [
 SEARCHES = [
     ["cheap flights to Rome", "best pizza nearby", "how to boil an egg", "python tutorials",
      "movie times tonight", "symptoms of the flu", "how tall is Everest", "news about the election",
-     "chocolate cake recipe", "train schedule to Boston", "used bikes for sale", "how to tie a tie"],
+     "chocolate cake recipe", "train schedule to Boston", "used bikes for sale",
+     "how to tie a tie"],
     ["vegan pasta recipe", "how old is the moon", "hiking trails near me", "learn to knit",
      "best laptops this year", "how to fix a flat tire"],
 ]
@@ -143,7 +145,8 @@ TOOLS = {
     "call_contact": _tool("call_contact", "Start a phone call.",
                           {"name": {"type": "string"}}, ["name"]),
     "set_lights": _tool("set_lights", "Turn the lights in a room on or off.",
-                        {"room": {"type": "string"}, "state": {"type": "string", "enum": ["on", "off"]}},
+                        {"room": {"type": "string"},
+                         "state": {"type": "string", "enum": ["on", "off"]}},
                         ["room", "state"]),
     "search_web": _tool("search_web", "Search the web.", {"query": {"type": "string"}}, ["query"]),
     "set_thermostat": _tool("set_thermostat", "Set the heating temperature in degrees.",
@@ -203,13 +206,15 @@ def _intent(tool, rng, split):
         return text, {"title": title, "day": day, "time": time}
     if tool == "translate":
         phrase, language = pick(PHRASES[split]), pick(LANGUAGES)
-        text = pick([f"translate {phrase} into {language}", f"how do you say {phrase} in {language}",
+        text = pick([f"translate {phrase} into {language}",
+                     f"how do you say {phrase} in {language}",
                      f"translate '{phrase}' to {language}"])
         return text, {"text": phrase, "language": language}
     if tool == "convert_units":
         value = pick(_split_numbers(1, 500, split))
         source, target = pick(UNITS)
-        text = pick([f"convert {value} {source} to {target}", f"how many {target} is {value} {source}",
+        text = pick([f"convert {value} {source} to {target}",
+                     f"how many {target} is {value} {source}",
                      f"what is {value} {source} in {target}"])
         return text, {"value": value, "from_unit": source, "to_unit": target}
     if tool == "call_contact":

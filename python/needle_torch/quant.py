@@ -54,7 +54,8 @@ def cq_quantize(weight, codebook, group):
         right = torch.searchsorted(book, unit.contiguous()).clamp(1, book.numel() - 1)
         left = right - 1
         take_left = (unit - book[left]).abs() <= (unit - book[right]).abs()  # ties go left
-        decoded = (book[torch.where(take_left, left, right)] * norm) @ rotation  # H is symmetric and orthogonal: H^-1 = H
+        # H is symmetric and orthogonal, so it also rotates back.
+        decoded = (book[torch.where(take_left, left, right)] * norm) @ rotation
         decoded = decoded.reshape(padded.shape)
         return (decoded[..., :cols] if pad else decoded).to(weight.dtype)
 

@@ -3,8 +3,8 @@ engine sees (PROTOCOL.md section 1), never re-implemented here.
 
 For every example {tools, query, expected} of a JSONL file it writes one line
 {"prefix_ids", "turn_ids", "target_ids"}:
-- prefix_ids: `needle run MODEL --tools T --print-prompt --json QUERY`'s prefix_ids (BOS ... </tools>),
-  one process per distinct tools set (the prefix depends on nothing else);
+- prefix_ids: `needle run MODEL --tools T --print-prompt --json QUERY`'s prefix_ids (BOS ...
+  </tools>), one process per distinct tools set (the prefix depends on nothing else);
 - turn_ids: the engine's turn is "\n{query}<|im_end|>\n<|im_start|>assistant\n" encoded without
   the dummy prefix. Special markers are atomic pieces, so it is the fixed head and tail around the
   query's own encoding; one `needle tokenize --no-dummy-prefix --batch` process encodes every
@@ -15,7 +15,8 @@ For every example {tools, query, expected} of a JSONL file it writes one line
   `[]` for a refusal), encoded the same way (the engine appends <|im_end|> itself after a call,
   so the last id only teaches the model to stop).
 
-  python3 -m needle_torch.render --needle build/needle --model M.cact --data train.jsonl --out train.ids.jsonl
+  python3 -m needle_torch.render --needle build/needle --model M.cact --data train.jsonl \
+      --out train.ids.jsonl
 """
 import argparse
 import concurrent.futures

@@ -171,8 +171,9 @@ def train(args):
             seconds = time.time() - window_start
             mean = sum(window_loss) / len(window_loss)
             losses.append([step, mean])
-            print(f"step {step}/{args.steps} loss {mean:.4f} lr {learning_rate(step - 1, args):.2e} "
-                  f"{len(window_loss) / seconds:.3f} steps/s {window_tokens / seconds:.0f} tokens/s",
+            print(f"step {step}/{args.steps} loss {mean:.4f} "
+                  f"lr {learning_rate(step - 1, args):.2e} {len(window_loss) / seconds:.3f} "
+                  f"steps/s {window_tokens / seconds:.0f} tokens/s",
                   flush=True)
             window_loss, window_tokens, window_start = [], 0, time.time()
         if step % args.checkpoint_every == 0 or step == stop:

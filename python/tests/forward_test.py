@@ -2,8 +2,8 @@
 """The torch forward pass against the upstream f32 goldens, and the CQ codec against the upstream
 exporter's cases. Run by CTest (tests/CMakeLists.txt, only where torch imports):
 
-  forward_test.py golden NEEDLE_BINARY MODEL.cact GOLDEN_DIR   # every reference entry of golden.json
-  forward_test.py cq PACK.json CODEBOOKS.json                   # quant.cq_quantize == upstream dequant
+  forward_test.py golden NEEDLE_BINARY MODEL.cact GOLDEN_DIR  # the reference entries of golden.json
+  forward_test.py cq PACK.json CODEBOOKS.json                  # cq_quantize == upstream dequant
 
 golden: `needle dequant` the model into a temporary folder, load it with needle_torch, and for each
 reference entry (ids, kv_window, sink_len) require max |logit diff| <= 1e-4 at the last position

@@ -43,7 +43,8 @@ def mean_loss(net, rows):
 
 def run_train(init, data, out, stop_at=0, resume=False):
     argv = ["--init", init, "--data", data, "--out", out, "--steps", "12",
-            "--stop-at", str(stop_at), "--batch", "2", "--lr", "3e-3", "--warmup", "2", "--log-every", "4",
+            "--stop-at", str(stop_at), "--batch", "2", "--lr", "3e-3", "--warmup", "2",
+            "--log-every", "4",
             "--checkpoint-every", "8", "--seed", "3"]
     if resume:
         argv.append("--resume")
