@@ -158,12 +158,50 @@ TOOLS = {
 }
 
 
-def _intent(tool, rng, split):
+_SYLLABLES = [c + v for c in "bcdfghjklmnprstvwz" for v in "aeiou"] + ["an", "el", "or", "is"]
+_TEST_VALUES = {v.lower() for pool in (CITIES, NAMES, SONGS, MESSAGES, EVENT_TITLES, PHRASES,
+                                       SEARCHES, ROOMS, ITEMS) for v in pool[1]}
+_TRAIN_WORDS = sorted({w.lower() for pool in (MESSAGES, EVENT_TITLES, PHRASES, SEARCHES, ITEMS)
+                       for v in pool[0] for w in v.split() if w.isalpha()})
+
+
+def _pseudo_word(rng, low, high):
+    word = "".join(rng.choice(_SYLLABLES) for _ in range(rng.randint(low, high)))
+    return word + (rng.choice("nrstl") if rng.random() < 0.3 else "")
+
+
+def _synthetic(rng, style):
+    """A made-up value (train split only): pseudo-words that no pool holds, so that the model
+    must copy from the query instead of recalling a memorized list. Never a test-pool value."""
+    while True:
+        if style in ("name", "city"):
+            value = _pseudo_word(rng, 2, 3).capitalize()
+        elif style == "song":
+            value = " ".join(_pseudo_word(rng, 1, 3).capitalize()
+                             for _ in range(rng.randint(1, 3)))
+        elif style == "room":
+            value = _pseudo_word(rng, 2, 3) + (" room" if rng.random() < 0.3 else "")
+        else:  # free text: common words mixed with pseudo-words
+            words = [rng.choice(_TRAIN_WORDS) if rng.random() < 0.6 else _pseudo_word(rng, 1, 3)
+                     for _ in range(rng.randint(1, 5))]
+            value = " ".join(words)
+        if value.lower() not in _TEST_VALUES:
+            return value
+
+
+def _intent(tool, rng, split, synthetic=0.0):
     """One request for `tool`: (clause text, expected call). Clauses are lower-case-first so
-    they can be joined; the caller capitalizes the query."""
+    they can be joined; the caller capitalizes the query. synthetic: in the train split, the
+    probability that a free string value is made up (_synthetic) instead of drawn from its pool
+    (0 draws nothing extra from rng, so earlier data sets stay reproducible)."""
     pick = rng.choice
+
+    def free(pool, style):
+        if split == 0 and synthetic > 0 and rng.random() < synthetic:
+            return _synthetic(rng, style)
+        return pick(pool[split])
     if tool == "get_weather":
-        city = pick(CITIES[split])
+        city = free(CITIES, "city")
         if rng.random() < 0.3:
             unit = pick(["celsius", "fahrenheit"])
             text = pick([f"what's the weather in {city} in {unit}",
@@ -185,12 +223,12 @@ def _intent(tool, rng, split):
                      f"alarm at {time} please", f"I need an alarm at {time}"])
         return text, {"time": time}
     if tool == "send_message":
-        name, message = pick(NAMES[split]), pick(MESSAGES[split])
+        name, message = free(NAMES, "name"), free(MESSAGES, "text")
         text = pick([f"text {name} that {message}", f"send a message to {name} saying {message}",
                      f"tell {name} {message}", f"message {name}: {message}"])
         return text, {"recipient": name, "message": message}
     if tool == "play_music":
-        song = pick(SONGS[split])
+        song = free(SONGS, "song")
         text = pick([f"play {song}", f"put on {song}", f"I want to hear {song}",
                      f"play the song {song}"])
         return text, {"song": song}
@@ -200,12 +238,12 @@ def _intent(tool, rng, split):
                      f"change the volume to {level}%", f"make the volume {level}"])
         return text, {"level": level}
     if tool == "create_event":
-        title, day, time = pick(EVENT_TITLES[split]), pick(DAYS), pick(_times(split))
+        title, day, time = free(EVENT_TITLES, "text"), pick(DAYS), pick(_times(split))
         text = pick([f"add {title} on {day} at {time}", f"schedule {title} for {day} at {time}",
                      f"put {title} in my calendar on {day} at {time}"])
         return text, {"title": title, "day": day, "time": time}
     if tool == "translate":
-        phrase, language = pick(PHRASES[split]), pick(LANGUAGES)
+        phrase, language = free(PHRASES, "text"), pick(LANGUAGES)
         text = pick([f"translate {phrase} into {language}",
                      f"how do you say {phrase} in {language}",
                      f"translate '{phrase}' to {language}"])
@@ -218,16 +256,16 @@ def _intent(tool, rng, split):
                      f"what is {value} {source} in {target}"])
         return text, {"value": value, "from_unit": source, "to_unit": target}
     if tool == "call_contact":
-        name = pick(NAMES[split])
+        name = free(NAMES, "name")
         text = pick([f"call {name}", f"phone {name}", f"give {name} a call", f"ring {name}"])
         return text, {"name": name}
     if tool == "set_lights":
-        room, state = pick(ROOMS[split]), pick(["on", "off"])
+        room, state = free(ROOMS, "room"), pick(["on", "off"])
         text = pick([f"turn {state} the lights in the {room}", f"switch the {room} lights {state}",
                      f"lights {state} in the {room}"])
         return text, {"room": room, "state": state}
     if tool == "search_web":
-        query = pick(SEARCHES[split])
+        query = free(SEARCHES, "text")
         text = pick([f"search the web for {query}", f"look up {query}", f"google {query}",
                      f"find {query} online"])
         return text, {"query": query}
@@ -237,7 +275,7 @@ def _intent(tool, rng, split):
                      f"thermostat to {degrees}"])
         return text, {"temperature": degrees}
     if tool == "add_to_list":
-        item, which = pick(ITEMS[split]), pick(["shopping", "todo"])
+        item, which = free(ITEMS, "text"), pick(["shopping", "todo"])
         text = pick([f"add {item} to my {which} list", f"put {item} on the {which} list",
                      f"{which} list: add {item}"])
         return text, {"item": item, "list": which}
@@ -262,25 +300,25 @@ def _tool_set(rng):
     return rng.sample(list(TOOLS), rng.randint(2, 4))
 
 
-def make_example(rng, split, offered=None):
+def make_example(rng, split, offered=None, synthetic=0.0):
     """One {tools, query, expected} example; split 0 = train pools, 1 = test pools. `offered`:
-    the tool names to offer, in order (default: 2-4 drawn at random)."""
+    the tool names to offer, in order (default: 2-4 drawn at random); synthetic: see _intent."""
     names = list(TOOLS)
     offered = list(offered) if offered else _tool_set(rng)
     kind = rng.random()
     if kind < 0.62:  # one call
         tool = rng.choice(offered)
-        text, arguments = _intent(tool, rng, split)
+        text, arguments = _intent(tool, rng, split, synthetic)
         calls = [{"name": tool, "arguments": arguments}]
     elif kind < 0.84:  # two calls, in the order asked
         first, second = rng.sample(offered, 2)
-        text_a, args_a = _intent(first, rng, split)
-        text_b, args_b = _intent(second, rng, split)
+        text_a, args_a = _intent(first, rng, split, synthetic)
+        text_b, args_b = _intent(second, rng, split, synthetic)
         text = text_a + rng.choice(JOINERS) + text_b
         calls = [{"name": first, "arguments": args_a}, {"name": second, "arguments": args_b}]
     elif kind < 0.95:  # a request no offered tool can serve
         missing = rng.choice([n for n in names if n not in offered])
-        text, _ = _intent(missing, rng, split)
+        text, _ = _intent(missing, rng, split, synthetic)
         calls = []
     else:  # small talk
         text, calls = rng.choice(SMALL_TALK[split]), []
@@ -288,15 +326,17 @@ def make_example(rng, split, offered=None):
     return {"tools": [TOOLS[n] for n in offered], "query": query, "expected": calls}
 
 
-def generate(split, count, seed, tool_sets=0):
+def generate(split, count, seed, tool_sets=0, synthetic=0.0):
     """`count` examples. tool_sets > 0: offer only that many ordered tool sets (drawn first), so
-    that rendering needs one engine call per set (render.py); 0: a fresh set per example."""
+    that rendering needs one engine call per set (render.py); 0: a fresh set per example.
+    synthetic: the share of made-up free string values in the train split (_synthetic)."""
     if split not in ("train", "test"):
         raise ValueError(f"split {split!r}: train or test")
     rng = random.Random(f"{split}:{seed}")
     sets = [_tool_set(rng) for _ in range(tool_sets)]
     pool = 0 if split == "train" else 1
-    return [make_example(rng, pool, rng.choice(sets) if sets else None) for _ in range(count)]
+    return [make_example(rng, pool, rng.choice(sets) if sets else None, synthetic)
+            for _ in range(count)]
 
 
 def main(argv=None):
@@ -306,9 +346,11 @@ def main(argv=None):
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--tool-sets", type=int, default=0,
                         help="draw tools from this many fixed ordered sets (0: fresh per example)")
+    parser.add_argument("--synthetic", type=float, default=0.0,
+                        help="train split: share of made-up string values (forces copying)")
     parser.add_argument("--out", default="-", help="output JSONL (default stdout)")
     args = parser.parse_args(argv)
-    examples = generate(args.split, args.count, args.seed, args.tool_sets)
+    examples = generate(args.split, args.count, args.seed, args.tool_sets, args.synthetic)
     lines = [json.dumps(e, ensure_ascii=False) for e in examples]
     text = "\n".join(lines) + "\n"
     if args.out == "-":

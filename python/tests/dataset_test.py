@@ -7,7 +7,8 @@
 - every expected call names an offered tool, with every required argument and only schema keys;
   string and integer values that are not schema enums occur in the query;
 - the mix: single calls, multi-call queries and refusals (`[]`) are all present;
-- disjoint pools: no free string value of the test split occurs as a value in the train split;
+- disjoint pools: no free string value of the test split occurs as a value in the train split
+  (which here has 60% made-up values, --synthetic 0.6: most of its strings are in no pool);
 - `needle eval` reads the lines without a line error.
 Exit 0 pass, 1 fail.
 """
@@ -41,11 +42,11 @@ def main(argv):
         print(__doc__)
         return 2
     needle, model_path = argv[1], argv[2]
-    train = dataset.generate("train", 3000, seed=1, tool_sets=50)
+    train = dataset.generate("train", 3000, seed=1, tool_sets=50, synthetic=0.6)
     test = dataset.generate("test", 600, seed=2)
-    if train != dataset.generate("train", 3000, seed=1, tool_sets=50):
+    if train != dataset.generate("train", 3000, seed=1, tool_sets=50, synthetic=0.6):
         fail("the same seed gave other examples")
-    if train[:50] == dataset.generate("train", 50, seed=9, tool_sets=50):
+    if train[:50] == dataset.generate("train", 50, seed=9, tool_sets=50, synthetic=0.6):
         fail("another seed gave the same examples")
 
     counts = {"refusal": 0, "single": 0, "multi": 0}
@@ -81,6 +82,13 @@ def main(argv):
           f"{len(shared)} shared; shared numbers {len(shared_numbers)}")
     if shared or shared_numbers:
         fail(f"test values seen in training: {sorted(shared)[:5]} {sorted(shared_numbers)[:5]}")
+    pooled = {v for pool in (dataset.CITIES, dataset.NAMES, dataset.SONGS, dataset.MESSAGES,
+                             dataset.EVENT_TITLES, dataset.PHRASES, dataset.SEARCHES,
+                             dataset.ROOMS, dataset.ITEMS) for v in pool[0]}
+    made_up = train_strings - pooled
+    print(f"made-up train string values (--synthetic 0.6): {len(made_up)}")
+    if len(made_up) < len(train_strings) // 2:
+        fail("--synthetic made up too few values")
 
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "heldout.jsonl")
