@@ -4,7 +4,7 @@ Run by CTest (tests/CMakeLists.txt, only where torch imports):
 
   train_test.py NEEDLE_BINARY MODEL.cact
 
-1. data: 8 generated examples (2 fixed tool sets), ids rendered by the binary (render.py); the
+1. data: 8 generated examples offering 2 tools, ids rendered by the binary (render.py); the
    rendered turns are checked against the engine inside render.py;
 2. train 12 steps (batch 2, QAT on) from the model's dequant folder: the mean target loss over
    the 8 examples (QAT forward, no grad) must fall below 70% of its value before training;
@@ -61,7 +61,11 @@ def main(argv):
     with tempfile.TemporaryDirectory() as tmp:
         init = os.path.join(tmp, "init")
         subprocess.run([needle, "dequant", model_path, init], check=True, stdout=subprocess.DEVNULL)
-        examples = dataset.generate("train", 8, seed=5, tool_sets=2)
+        # 8 examples offering two tools (short prompts keep the test fast)
+        examples = [e for e in dataset.generate("train", 64, seed=9, tool_sets=4)
+                    if len(e["tools"]) == 2][:8]
+        if len(examples) != 8:
+            fail(f"{len(examples)} two-tool examples generated, expected 8")
         data = os.path.join(tmp, "train.ids.jsonl")
         with open(data, "w", encoding="utf-8") as handle:
             for row in render.render(needle, model_path, examples):
