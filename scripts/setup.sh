@@ -3,7 +3,7 @@
 # Raspberry Pi OS). Run as root or with sudo. Nothing is downloaded outside apt. One apt-get run
 # for everything asked for, so that callers (CI) install once up front and jobs run side by side
 # never race for the dpkg lock.
-#   scripts/setup.sh [--clang] [--aarch64] [--wasm] [--all]
+#   scripts/setup.sh [--clang] [--aarch64] [--wasm] [--torch] [--all]
 #   --clang    also clang-14, its sanitizer runtimes and the LLVM OpenMP runtime (clang cannot
 #              use GCC's libgomp): scripts/test-sanitizers.sh, scripts/fuzz.sh
 #   --aarch64  also the AArch64 cross compiler, qemu-user and the arm64 runtime of fmt, spdlog and
@@ -13,6 +13,11 @@
 #   --wasm     also Debian's emscripten, node and npm (each only when its command is missing: a
 #              node from elsewhere, e.g. NodeSource's, brings its own npm and conflicts with
 #              Debian's): scripts/build-wasm.sh, scripts/test-wasm.sh
+#   --torch    also Debian's PyTorch (CPU) for the training extra, python/needle_torch: its
+#              forward pass, training and export (python/README.md); never needed by the core
+#              build or tests (their torch tests are registered only when torch imports). With
+#              it the single-threaded OpenBLAS: Debian's torch calls the system BLAS, and the
+#              reference libblas3 is 4-7x slower on the training's matrix products
 #   --all      --clang and --aarch64 (what .ci/run's jobs need)
 set -euo pipefail
 SUDO=""
@@ -21,6 +26,7 @@ PKGS=(build-essential cmake ninja-build pkg-config
       libcli11-dev nlohmann-json3-dev libfmt-dev libspdlog-dev catch2
       python3 python3-numpy python3-sentencepiece clang-format clang-tidy)
 CLANG_PKGS=(clang-14 libclang-rt-14-dev libomp-14-dev)
+TORCH_PKGS=(python3-torch libopenblas0-serial)
 AARCH64_PKGS=(g++-aarch64-linux-gnu qemu-user libfmt-dev:arm64 libspdlog-dev:arm64 libgomp1:arm64)
 aarch64=0
 wasm=0
@@ -29,8 +35,9 @@ for option in "$@"; do
     --clang) PKGS+=("${CLANG_PKGS[@]}") ;;
     --aarch64) PKGS+=("${AARCH64_PKGS[@]}"); aarch64=1 ;;
     --wasm) wasm=1 ;;
+    --torch) PKGS+=("${TORCH_PKGS[@]}") ;;
     --all) PKGS+=("${CLANG_PKGS[@]}" "${AARCH64_PKGS[@]}"); aarch64=1 ;;
-    *) echo "setup: unknown option $option (--clang, --aarch64, --wasm, --all)" >&2; exit 2 ;;
+    *) echo "setup: unknown option $option (--clang, --aarch64, --wasm, --torch, --all)" >&2; exit 2 ;;
   esac
 done
 need_update=0

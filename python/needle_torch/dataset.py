@@ -1,0 +1,365 @@
+"""Synthetic tool-calling data: `{tools, query, expected}` JSON lines, the format `needle eval`
+reads (README "needle eval"), deterministic for a seed.
+
+Each example offers 2-4 tools from a pool of everyday schemas (random order) and a query that
+needs one of them, two of them (multi-call, expected in the order asked), or none of the offered
+ones (a refusal: `"expected": []`, either a request for a tool that is not offered or small talk).
+Free values (cities, names, songs, messages, numbers, times, ...) come from pools that are
+disjoint between the `train` and `test` splits, so the test split measures copying of strings
+the model never saw; schema enums (units, languages, on/off) are shared, since they are part of
+the tools.
+
+  python3 -m needle_torch.dataset --split train --count 20000 --seed 1 --tool-sets 400 \
+      --out train.jsonl
+  python3 -m needle_torch.dataset --split test --count 500 --seed 2 --out heldout.jsonl
+"""
+import argparse
+import json
+import random
+import sys
+
+# --- value pools: [train values, test values], disjoint -----------------------------------------
+CITIES = [
+    ["Paris", "London", "Tokyo", "Berlin", "Madrid", "Rome", "Lagos", "Cairo", "Lima", "Oslo",
+     "Dublin", "Vienna", "Prague", "Seoul", "Sydney", "Toronto", "Chicago", "Denver", "Boston",
+     "Miami", "Austin", "Seattle", "Mumbai", "Delhi", "Nairobi", "Accra", "Quito", "Bogota",
+     "Havana", "Athens", "Lisbon", "Warsaw", "Helsinki", "Zurich", "Geneva", "Munich", "Hamburg",
+     "Osaka", "Kyoto", "Manila", "Jakarta", "Hanoi", "Dhaka", "Karachi", "Tehran", "Baghdad"],
+    ["Santiago", "Montreal", "Phoenix", "Atlanta", "Brussels", "Budapest", "Bangkok", "Taipei",
+     "Riyadh", "Casablanca", "Kampala", "Caracas", "Stockholm", "Copenhagen", "Edinburgh",
+     "Melbourne", "Auckland", "Portland", "Nashville", "Florence", "Naples", "Seville"],
+]
+NAMES = [
+    ["Alice", "Bob", "Carol", "David", "Emma", "Frank", "Grace", "Henry", "Isabel", "Jack",
+     "Karen", "Liam", "Maria", "Noah", "Olivia", "Peter", "Quinn", "Rachel", "Sam", "Tina",
+     "Umar", "Victor", "Wendy", "Xavier", "Yusuf", "Zoe", "Mom", "Dad", "Anna", "Ben", "Chloe",
+     "Daniel", "Ella", "Finn", "Gina", "Hugo", "Ivy", "Jonas", "Kira", "Leo"],
+    ["Mateo", "Nadia", "Oscar", "Priya", "Ravi", "Sofia", "Tomas", "Ursula", "Vera", "Walter",
+     "Yara", "Zain", "Amir", "Bianca", "Cedric", "Dalia", "Elliot", "Fatima", "Grandma"],
+]
+SONGS = [
+    ["Yellow Submarine", "Bohemian Rhapsody", "Hotel California", "Imagine", "Hey Jude",
+     "Purple Rain", "Let It Be", "Wonderwall", "Thriller", "Hallelujah", "Africa", "Vogue",
+     "Jolene", "Respect", "Dancing Queen", "Superstition", "Zombie", "Creep", "Yesterday",
+     "Smooth", "Waterloo", "Roxanne", "Clocks", "Halo", "Toxic", "Believer", "Shallow", "Havana"],
+    ["Blackbird", "Heroes", "Landslide", "Fast Car", "Valerie", "Mr Brightside", "Stand By Me",
+     "Sweet Caroline", "Wild World", "Fix You", "Kiss", "Faith", "Torn", "Royals"],
+]
+MESSAGES = [
+    ["I am running late", "see you at noon", "call me back", "dinner is ready", "happy birthday",
+     "the meeting moved to Friday", "I will be there soon", "thanks for the help",
+     "bring the charger", "good luck today", "the door is open", "lunch tomorrow",
+     "pick up some milk", "I landed safely", "the package arrived", "on my way home",
+     "do not wait for me", "the kids are asleep", "meet me at the station", "love you"],
+    ["the car is fixed", "I missed the bus", "send me the photos", "the game starts at eight",
+     "check your email", "we won the match", "feed the cat", "I found your keys",
+     "the show is sold out", "take an umbrella"],
+]
+EVENT_TITLES = [
+    ["team meeting", "dentist", "yoga class", "lunch with Sam", "project review", "haircut",
+     "book club", "piano lesson", "doctor visit", "soccer practice", "code review", "date night",
+     "parent meeting", "gym session", "budget planning", "coffee chat"],
+    ["board meeting", "vet appointment", "guitar lesson", "school play", "job interview",
+     "tax review", "movie night", "car service"],
+]
+PHRASES = [
+    ["good morning", "thank you very much", "where is the station", "how much does it cost",
+     "I love this city", "see you tomorrow", "the bill please", "nice to meet you",
+     "I am hungry", "what time is it", "happy new year", "open the window"],
+    ["where is the bathroom", "I need a doctor", "the weather is nice", "close the door",
+     "good night", "I lost my wallet"],
+]
+SEARCHES = [
+    ["cheap flights to Rome", "best pizza nearby", "how to boil an egg", "python tutorials",
+     "movie times tonight", "symptoms of the flu", "how tall is Everest", "news about the election",
+     "chocolate cake recipe", "train schedule to Boston", "used bikes for sale",
+     "how to tie a tie"],
+    ["vegan pasta recipe", "how old is the moon", "hiking trails near me", "learn to knit",
+     "best laptops this year", "how to fix a flat tire"],
+]
+ROOMS = [
+    ["kitchen", "bedroom", "living room", "bathroom", "garage", "office", "hallway", "dining room"],
+    ["attic", "basement", "porch", "nursery", "study"],
+]
+ITEMS = [
+    ["milk", "eggs", "bread", "apples", "coffee", "rice", "butter", "cheese", "bananas", "soap",
+     "pasta", "tomatoes", "onions", "yogurt", "tea", "honey", "call the bank", "pay rent",
+     "water the plants", "renew passport"],
+    ["lemons", "flour", "olive oil", "toothpaste", "spinach", "book flights", "fix the sink"],
+]
+
+
+def _split_numbers(low, high, split, modulus=4):
+    """Integers in [low, high]; the test split holds those = 3 mod `modulus`, train the rest."""
+    if split == 0:
+        return [n for n in range(low, high + 1) if n % modulus != 3]
+    return [n for n in range(low, high + 1) if n % modulus == 3]
+
+
+def _times(split):
+    """'H:MM' clock times; train minutes 00/15/30/45, test minutes 10/20/40/50."""
+    minutes = ["00", "15", "30", "45"] if split == 0 else ["10", "20", "40", "50"]
+    return [f"{h}:{m}" for h in range(1, 13) for m in minutes]
+
+
+DAYS = ["Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday"]
+LANGUAGES = ["Spanish", "French", "German", "Italian", "Japanese", "Portuguese"]
+UNITS = [("km", "miles"), ("miles", "km"), ("kg", "pounds"), ("pounds", "kg"),
+         ("liters", "gallons"), ("gallons", "liters")]
+UNIT_ENUM = ["km", "miles", "kg", "pounds", "liters", "gallons"]
+
+
+def _tool(name, description, properties, required):
+    return {"name": name, "description": description,
+            "parameters": {"type": "object", "properties": properties, "required": required}}
+
+
+TOOLS = {
+    "get_weather": _tool("get_weather", "Get the weather for a city.",
+                         {"city": {"type": "string"},
+                          "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]}},
+                         ["city"]),
+    "set_timer": _tool("set_timer", "Start a countdown timer.",
+                       {"minutes": {"type": "integer"}}, ["minutes"]),
+    "set_alarm": _tool("set_alarm", "Set an alarm at a clock time.",
+                       {"time": {"type": "string"}}, ["time"]),
+    "send_message": _tool("send_message", "Send a text message to a contact.",
+                          {"recipient": {"type": "string"}, "message": {"type": "string"}},
+                          ["recipient", "message"]),
+    "play_music": _tool("play_music", "Play a song.", {"song": {"type": "string"}}, ["song"]),
+    "set_volume": _tool("set_volume", "Set the speaker volume in percent.",
+                        {"level": {"type": "integer"}}, ["level"]),
+    "create_event": _tool("create_event", "Add an event to the calendar.",
+                          {"title": {"type": "string"},
+                           "day": {"type": "string", "enum": DAYS},
+                           "time": {"type": "string"}}, ["title", "day", "time"]),
+    "translate": _tool("translate", "Translate text into a language.",
+                       {"text": {"type": "string"},
+                        "language": {"type": "string", "enum": LANGUAGES}},
+                       ["text", "language"]),
+    "convert_units": _tool("convert_units", "Convert a quantity between units.",
+                           {"value": {"type": "number"},
+                            "from_unit": {"type": "string", "enum": UNIT_ENUM},
+                            "to_unit": {"type": "string", "enum": UNIT_ENUM}},
+                           ["value", "from_unit", "to_unit"]),
+    "call_contact": _tool("call_contact", "Start a phone call.",
+                          {"name": {"type": "string"}}, ["name"]),
+    "set_lights": _tool("set_lights", "Turn the lights in a room on or off.",
+                        {"room": {"type": "string"},
+                         "state": {"type": "string", "enum": ["on", "off"]}},
+                        ["room", "state"]),
+    "search_web": _tool("search_web", "Search the web.", {"query": {"type": "string"}}, ["query"]),
+    "set_thermostat": _tool("set_thermostat", "Set the heating temperature in degrees.",
+                            {"temperature": {"type": "integer"}}, ["temperature"]),
+    "add_to_list": _tool("add_to_list", "Add an item to a list.",
+                         {"item": {"type": "string"},
+                          "list": {"type": "string", "enum": ["shopping", "todo"]}},
+                         ["item", "list"]),
+}
+
+
+_SYLLABLES = [c + v for c in "bcdfghjklmnprstvwz" for v in "aeiou"] + ["an", "el", "or", "is"]
+_TEST_VALUES = {v.lower() for pool in (CITIES, NAMES, SONGS, MESSAGES, EVENT_TITLES, PHRASES,
+                                       SEARCHES, ROOMS, ITEMS) for v in pool[1]}
+_TRAIN_WORDS = sorted({w.lower() for pool in (MESSAGES, EVENT_TITLES, PHRASES, SEARCHES, ITEMS)
+                       for v in pool[0] for w in v.split() if w.isalpha()})
+
+
+def _pseudo_word(rng, low, high):
+    word = "".join(rng.choice(_SYLLABLES) for _ in range(rng.randint(low, high)))
+    return word + (rng.choice("nrstl") if rng.random() < 0.3 else "")
+
+
+def _synthetic(rng, style):
+    """A made-up value (train split only): pseudo-words that no pool holds, so that the model
+    must copy from the query instead of recalling a memorized list. Never a test-pool value."""
+    while True:
+        if style in ("name", "city"):
+            value = _pseudo_word(rng, 2, 3).capitalize()
+        elif style == "song":
+            value = " ".join(_pseudo_word(rng, 1, 3).capitalize()
+                             for _ in range(rng.randint(1, 3)))
+        elif style == "room":
+            value = _pseudo_word(rng, 2, 3) + (" room" if rng.random() < 0.3 else "")
+        else:  # free text: common words mixed with pseudo-words
+            words = [rng.choice(_TRAIN_WORDS) if rng.random() < 0.6 else _pseudo_word(rng, 1, 3)
+                     for _ in range(rng.randint(1, 5))]
+            value = " ".join(words)
+        if value.lower() not in _TEST_VALUES:
+            return value
+
+
+def _intent(tool, rng, split, synthetic=0.0):
+    """One request for `tool`: (clause text, expected call). Clauses are lower-case-first so
+    they can be joined; the caller capitalizes the query. synthetic: in the train split, the
+    probability that a free string value is made up (_synthetic) instead of drawn from its pool
+    (0 draws nothing extra from rng, so earlier data sets stay reproducible)."""
+    pick = rng.choice
+
+    def free(pool, style):
+        if split == 0 and synthetic > 0 and rng.random() < synthetic:
+            return _synthetic(rng, style)
+        return pick(pool[split])
+    if tool == "get_weather":
+        city = free(CITIES, "city")
+        if rng.random() < 0.3:
+            unit = pick(["celsius", "fahrenheit"])
+            text = pick([f"what's the weather in {city} in {unit}",
+                         f"weather for {city} in {unit} please",
+                         f"tell me the temperature in {city} in {unit}"])
+            return text, {"city": city, "unit": unit}
+        text = pick([f"what's the weather in {city}", f"how is the weather in {city}",
+                     f"weather in {city}", f"will it rain in {city} today",
+                     f"check the forecast for {city}"])
+        return text, {"city": city}
+    if tool == "set_timer":
+        minutes = pick(_split_numbers(1, 120, split))
+        text = pick([f"set a timer for {minutes} minutes", f"start a {minutes} minute timer",
+                     f"timer for {minutes} minutes", f"count down {minutes} minutes"])
+        return text, {"minutes": minutes}
+    if tool == "set_alarm":
+        time = pick(_times(split))
+        text = pick([f"wake me up at {time}", f"set an alarm for {time}",
+                     f"alarm at {time} please", f"I need an alarm at {time}"])
+        return text, {"time": time}
+    if tool == "send_message":
+        name, message = free(NAMES, "name"), free(MESSAGES, "text")
+        text = pick([f"text {name} that {message}", f"send a message to {name} saying {message}",
+                     f"tell {name} {message}", f"message {name}: {message}"])
+        return text, {"recipient": name, "message": message}
+    if tool == "play_music":
+        song = free(SONGS, "song")
+        text = pick([f"play {song}", f"put on {song}", f"I want to hear {song}",
+                     f"play the song {song}"])
+        return text, {"song": song}
+    if tool == "set_volume":
+        level = pick(_split_numbers(0, 100, split))
+        text = pick([f"set the volume to {level}", f"volume {level} percent",
+                     f"change the volume to {level}%", f"make the volume {level}"])
+        return text, {"level": level}
+    if tool == "create_event":
+        title, day, time = free(EVENT_TITLES, "text"), pick(DAYS), pick(_times(split))
+        text = pick([f"add {title} on {day} at {time}", f"schedule {title} for {day} at {time}",
+                     f"put {title} in my calendar on {day} at {time}"])
+        return text, {"title": title, "day": day, "time": time}
+    if tool == "translate":
+        phrase, language = free(PHRASES, "text"), pick(LANGUAGES)
+        text = pick([f"translate {phrase} into {language}",
+                     f"how do you say {phrase} in {language}",
+                     f"translate '{phrase}' to {language}"])
+        return text, {"text": phrase, "language": language}
+    if tool == "convert_units":
+        value = pick(_split_numbers(1, 500, split))
+        source, target = pick(UNITS)
+        text = pick([f"convert {value} {source} to {target}",
+                     f"how many {target} is {value} {source}",
+                     f"what is {value} {source} in {target}"])
+        return text, {"value": value, "from_unit": source, "to_unit": target}
+    if tool == "call_contact":
+        name = free(NAMES, "name")
+        text = pick([f"call {name}", f"phone {name}", f"give {name} a call", f"ring {name}"])
+        return text, {"name": name}
+    if tool == "set_lights":
+        room, state = free(ROOMS, "room"), pick(["on", "off"])
+        text = pick([f"turn {state} the lights in the {room}", f"switch the {room} lights {state}",
+                     f"lights {state} in the {room}"])
+        return text, {"room": room, "state": state}
+    if tool == "search_web":
+        query = free(SEARCHES, "text")
+        text = pick([f"search the web for {query}", f"look up {query}", f"google {query}",
+                     f"find {query} online"])
+        return text, {"query": query}
+    if tool == "set_thermostat":
+        degrees = pick(_split_numbers(10, 30, split))
+        text = pick([f"set the heating to {degrees} degrees", f"make it {degrees} degrees inside",
+                     f"thermostat to {degrees}"])
+        return text, {"temperature": degrees}
+    if tool == "add_to_list":
+        item, which = free(ITEMS, "text"), pick(["shopping", "todo"])
+        text = pick([f"add {item} to my {which} list", f"put {item} on the {which} list",
+                     f"{which} list: add {item}"])
+        return text, {"item": item, "list": which}
+    raise KeyError(tool)
+
+
+SMALL_TALK = [
+    ["hello there", "how are you", "tell me a joke", "what is the meaning of life",
+     "who won the world cup in 2010", "thank you", "good night", "what can you do",
+     "are you a robot", "I feel tired today", "what is two plus two", "nice weather huh"],
+    ["do you like pizza", "sing me a song", "what is your name", "I am bored",
+     "who are you", "have a nice day"],
+]
+JOINERS = [" and ", ", then ", " and also ", ". Also "]
+
+
+def _capitalize(text):
+    return text[:1].upper() + text[1:]
+
+
+def _tool_set(rng):
+    return rng.sample(list(TOOLS), rng.randint(2, 4))
+
+
+def make_example(rng, split, offered=None, synthetic=0.0):
+    """One {tools, query, expected} example; split 0 = train pools, 1 = test pools. `offered`:
+    the tool names to offer, in order (default: 2-4 drawn at random); synthetic: see _intent."""
+    names = list(TOOLS)
+    offered = list(offered) if offered else _tool_set(rng)
+    kind = rng.random()
+    if kind < 0.62:  # one call
+        tool = rng.choice(offered)
+        text, arguments = _intent(tool, rng, split, synthetic)
+        calls = [{"name": tool, "arguments": arguments}]
+    elif kind < 0.84:  # two calls, in the order asked
+        first, second = rng.sample(offered, 2)
+        text_a, args_a = _intent(first, rng, split, synthetic)
+        text_b, args_b = _intent(second, rng, split, synthetic)
+        text = text_a + rng.choice(JOINERS) + text_b
+        calls = [{"name": first, "arguments": args_a}, {"name": second, "arguments": args_b}]
+    elif kind < 0.95:  # a request no offered tool can serve
+        missing = rng.choice([n for n in names if n not in offered])
+        text, _ = _intent(missing, rng, split, synthetic)
+        calls = []
+    else:  # small talk
+        text, calls = rng.choice(SMALL_TALK[split]), []
+    query = _capitalize(text) + rng.choice([".", "", "?" if kind >= 0.95 else ".", "!"])
+    return {"tools": [TOOLS[n] for n in offered], "query": query, "expected": calls}
+
+
+def generate(split, count, seed, tool_sets=0, synthetic=0.0):
+    """`count` examples. tool_sets > 0: offer only that many ordered tool sets (drawn first), so
+    that rendering needs one engine call per set (render.py); 0: a fresh set per example.
+    synthetic: the share of made-up free string values in the train split (_synthetic)."""
+    if split not in ("train", "test"):
+        raise ValueError(f"split {split!r}: train or test")
+    rng = random.Random(f"{split}:{seed}")
+    sets = [_tool_set(rng) for _ in range(tool_sets)]
+    pool = 0 if split == "train" else 1
+    return [make_example(rng, pool, rng.choice(sets) if sets else None, synthetic)
+            for _ in range(count)]
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--split", choices=["train", "test"], required=True)
+    parser.add_argument("--count", type=int, required=True)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--tool-sets", type=int, default=0,
+                        help="draw tools from this many fixed ordered sets (0: fresh per example)")
+    parser.add_argument("--synthetic", type=float, default=0.0,
+                        help="train split: share of made-up string values (forces copying)")
+    parser.add_argument("--out", default="-", help="output JSONL (default stdout)")
+    args = parser.parse_args(argv)
+    examples = generate(args.split, args.count, args.seed, args.tool_sets, args.synthetic)
+    lines = [json.dumps(e, ensure_ascii=False) for e in examples]
+    text = "\n".join(lines) + "\n"
+    if args.out == "-":
+        sys.stdout.write(text)
+    else:
+        with open(args.out, "w", encoding="utf-8") as handle:
+            handle.write(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

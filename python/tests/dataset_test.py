@@ -1,0 +1,111 @@
+#!/usr/bin/env python3
+"""The synthetic dataset (needle_torch/dataset.py), standard library only. Run by CTest:
+
+  dataset_test.py NEEDLE_BINARY MODEL.cact
+
+- deterministic: the same split and seed give the same lines, another seed other lines;
+- every expected call names an offered tool, with every required argument and only schema keys;
+  string and integer values that are not schema enums occur in the query;
+- the mix: single calls, multi-call queries and refusals (`[]`) are all present;
+- disjoint pools: no free string value of the test split occurs as a value in the train split
+  (which here has 60% made-up values, --synthetic 0.6: most of its strings are in no pool);
+- `needle eval` reads the lines without a line error.
+Exit 0 pass, 1 fail.
+"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from needle_torch import dataset  # noqa: E402
+
+
+def fail(message):
+    print("FAIL: " + message)
+    sys.exit(1)
+
+
+def free_values(example):
+    """(tool, key, value) of every argument whose schema has no enum."""
+    tools = {t["name"]: t for t in example["tools"]}
+    for call in example["expected"]:
+        properties = tools[call["name"]]["parameters"]["properties"]
+        for key, value in call["arguments"].items():
+            if "enum" not in properties[key]:
+                yield call["name"], key, value
+
+
+def main(argv):
+    if len(argv) != 3:
+        print(__doc__)
+        return 2
+    needle, model_path = argv[1], argv[2]
+    train = dataset.generate("train", 3000, seed=1, tool_sets=50, synthetic=0.6)
+    test = dataset.generate("test", 600, seed=2)
+    if train != dataset.generate("train", 3000, seed=1, tool_sets=50, synthetic=0.6):
+        fail("the same seed gave other examples")
+    if train[:50] == dataset.generate("train", 50, seed=9, tool_sets=50, synthetic=0.6):
+        fail("another seed gave the same examples")
+
+    counts = {"refusal": 0, "single": 0, "multi": 0}
+    for example in train + test:
+        tools = {t["name"]: t for t in example["tools"]}
+        if not 2 <= len(tools) <= 5:
+            fail(f"{len(tools)} tools offered: {example['query']}")
+        for call in example["expected"]:
+            if call["name"] not in tools:
+                fail(f"{call['name']} is not offered: {example['query']}")
+            schema = tools[call["name"]]["parameters"]
+            missing = set(schema["required"]) - set(call["arguments"])
+            extra = set(call["arguments"]) - set(schema["properties"])
+            if missing or extra:
+                fail(f"{example['query']}: missing {missing}, extra {extra}")
+        for _, _, value in free_values(example):
+            if str(value) not in example["query"]:
+                fail(f"{value!r} does not occur in {example['query']!r}")
+        calls = len(example["expected"])
+        counts["refusal" if calls == 0 else "single" if calls == 1 else "multi"] += 1
+    print(f"train 3000 + test 600 examples: {counts}")
+    if min(counts.values()) < 100:
+        fail("a kind of example is (almost) missing")
+
+    train_strings = {v for e in train for _, _, v in free_values(e) if isinstance(v, str)}
+    train_numbers = {(t, k, v) for e in train for t, k, v in free_values(e)
+                     if not isinstance(v, str)}
+    test_strings = {v for e in test for _, _, v in free_values(e) if isinstance(v, str)}
+    shared = test_strings & train_strings
+    shared_numbers = {(t, k, v) for e in test for t, k, v in free_values(e)
+                      if not isinstance(v, str)} & train_numbers
+    print(f"free string values: {len(train_strings)} train, {len(test_strings)} test, "
+          f"{len(shared)} shared; shared numbers {len(shared_numbers)}")
+    if shared or shared_numbers:
+        fail(f"test values seen in training: {sorted(shared)[:5]} {sorted(shared_numbers)[:5]}")
+    pooled = {v for pool in (dataset.CITIES, dataset.NAMES, dataset.SONGS, dataset.MESSAGES,
+                             dataset.EVENT_TITLES, dataset.PHRASES, dataset.SEARCHES,
+                             dataset.ROOMS, dataset.ITEMS) for v in pool[0]}
+    made_up = train_strings - pooled
+    print(f"made-up train string values (--synthetic 0.6): {len(made_up)}")
+    if len(made_up) < len(train_strings) // 2:
+        fail("--synthetic made up too few values")
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "heldout.jsonl")
+        with open(path, "w", encoding="utf-8") as handle:
+            for example in test[:6]:
+                handle.write(json.dumps(example) + "\n")
+        result = subprocess.run([needle, "eval", model_path, path, "-n", "8", "--json"],
+                                capture_output=True, text=True)
+        if result.returncode != 0:
+            fail(f"needle eval: exit {result.returncode}: {result.stderr}")
+        report = json.loads(result.stdout)
+        print(f"needle eval: {report['lines']} lines, {report['errors']} line errors")
+        if report["lines"] != 6 or report["errors"] != 0:
+            fail("needle eval did not read every line")
+    print("pass")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
