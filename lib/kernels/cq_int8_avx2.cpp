@@ -488,24 +488,16 @@ void GemvBits(const CqMatrix& m, const I8Codebook& cb, const I8Acts& acts, size_
 
 void CqQuantizeI8Avx2(const float* x, size_t n, size_t cols, size_t ldx, size_t in_pad,
                       uint32_t code_bits, int8_t* q, float* scales) {
-  const size_t groups = in_pad / kI8Group;
-  alignas(32) float padded[kI8Group];
-  for (size_t t = 0; t < n; ++t) {
-    const float* xt = x + t * ldx;
-    for (size_t g = 0; g < groups; ++g) {
-      const size_t base = g * kI8Group;
-      __m256 v[kI8Group / F32x8::kLanes];
-      const float m = GroupWhtLanes<F32x8>(I8GroupInput(xt, cols, g, padded), v);
-      const float s = m > 0.f ? m / 127.0f : 1.0f;
-      const __m256 inv = _mm256_set1_ps(1.0f / s);
-      scales[t * groups + g] = s;
-      __m256i codes[16];
-      for (size_t i = 0; i < 16; ++i) codes[i] = F32x8::RoundToI8(_mm256_mul_ps(v[i], inv));
-      __m256i bytes[4];
-      for (size_t i = 0; i < 4; ++i) bytes[i] = Bytes32(codes + 4 * i);
-      StoreLayout(code_bits, bytes, q + t * in_pad + base);
-    }
-  }
+  QuantizeGroupsLanes<F32x8>(x, n, cols, ldx, in_pad, q, scales,
+                             [code_bits](const __m256* v, float inv, int8_t* dst) {
+                               const __m256 inv8 = _mm256_set1_ps(inv);
+                               __m256i codes[16];
+                               for (size_t i = 0; i < 16; ++i)
+                                 codes[i] = F32x8::RoundToI8(_mm256_mul_ps(v[i], inv8));
+                               __m256i bytes[4];
+                               for (size_t i = 0; i < 4; ++i) bytes[i] = Bytes32(codes + 4 * i);
+                               StoreLayout(code_bits, bytes, dst);
+                             });
 }
 
 void CqGemmI8Avx2(const CqMatrix& m, const I8Codebook& cb, const I8Acts& acts, size_t row_begin,

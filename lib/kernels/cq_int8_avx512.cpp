@@ -56,23 +56,14 @@ inline __m512i Bytes64(const __m512i* v) {
 
 void CqQuantizeI8Avx512(const float* x, size_t n, size_t cols, size_t ldx, size_t in_pad,
                         uint32_t code_bits, int8_t* q, float* scales) {
-  const size_t groups = in_pad / kI8Group;
-  alignas(64) float padded[kI8Group];
-  for (size_t t = 0; t < n; ++t) {
-    const float* xt = x + t * ldx;
-    for (size_t g = 0; g < groups; ++g) {
-      const size_t base = g * kI8Group;
-      __m512 v[kI8Group / F32x16::kLanes];
-      const float m = GroupWhtLanes<F32x16>(I8GroupInput(xt, cols, g, padded), v);
-      const float s = m > 0.f ? m / 127.0f : 1.0f;
-      const __m512 inv = _mm512_set1_ps(1.0f / s);
-      scales[t * groups + g] = s;
-      __m512i codes[8];
-      for (size_t i = 0; i < 8; ++i)
-        codes[i] = _mm512_cvttps_epi32(F32x16::RoundHalfAway(_mm512_mul_ps(v[i], inv)));
-      StoreLayout(code_bits, Bytes64(codes), Bytes64(codes + 4), q + t * in_pad + base);
-    }
-  }
+  QuantizeGroupsLanes<F32x16>(
+      x, n, cols, ldx, in_pad, q, scales, [code_bits](const __m512* v, float inv, int8_t* dst) {
+        const __m512 inv16 = _mm512_set1_ps(inv);
+        __m512i codes[8];
+        for (size_t i = 0; i < 8; ++i)
+          codes[i] = _mm512_cvttps_epi32(F32x16::RoundHalfAway(_mm512_mul_ps(v[i], inv16)));
+        StoreLayout(code_bits, Bytes64(codes), Bytes64(codes + 4), dst);
+      });
 }
 
 void CqGemmI8Avx512(const CqMatrix& m, const I8Codebook& cb, const I8Acts& acts, size_t row_begin,

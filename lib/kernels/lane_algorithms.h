@@ -79,6 +79,25 @@ float GroupWhtLanes(const float* src, typename V::T* v) {
   return V::MaxLanes(amax);
 }
 
+// The activation quantizer (cq_int8.h CqQuantizeI8): per token and 128-group, the transform
+// (GroupWhtLanes), the scale s = amax / 127 (1 when amax is 0) into scales, then
+// emit(v, 1 / s, dst): the family's rounding of v * (1 / s) and its code layout at dst.
+template <class V, class Emit>
+void QuantizeGroupsLanes(const float* x, size_t n, size_t cols, size_t ldx, size_t in_pad,
+                         int8_t* q, float* scales, Emit emit) {
+  const size_t groups = in_pad / kI8Group;
+  alignas(64) float padded[kI8Group];
+  for (size_t t = 0; t < n; ++t) {
+    for (size_t g = 0; g < groups; ++g) {
+      typename V::T v[kI8Group / V::kLanes];
+      const float m = GroupWhtLanes<V>(I8GroupInput(x + t * ldx, cols, g, padded), v);
+      const float s = m > 0.f ? m / 127.0f : 1.0f;
+      scales[t * groups + g] = s;
+      emit(v, 1.0f / s, q + t * in_pad + g * kI8Group);
+    }
+  }
+}
+
 // The attention softmax over key-major scores [count, H] (attention_i8.h), a lane per head: per
 // head the running max from kAttendNegInit, s - max, the exps (expf_array over the whole block),
 // the sequential sum, and each e times 1 / sum. Heads beyond a multiple of kLanes run the same

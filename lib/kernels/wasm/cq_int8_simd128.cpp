@@ -481,27 +481,18 @@ __attribute__((noinline)) void GemmBits(const CqMatrix& m, const I8Codebook& cb,
 
 void CqQuantizeI8Simd128(const float* x, size_t n, size_t cols, size_t ldx, size_t in_pad,
                          uint32_t code_bits, int8_t* q, float* scales) {
-  const size_t groups = in_pad / kI8Group;
-  alignas(16) float padded[kI8Group];
-  for (size_t t = 0; t < n; ++t) {
-    const float* xt = x + t * ldx;
-    for (size_t g = 0; g < groups; ++g) {
-      const size_t base = g * kI8Group;
-      v128_t v[kI8Group / simd128::F32x4::kLanes];
-      const float m = GroupWhtLanes<simd128::F32x4>(I8GroupInput(xt, cols, g, padded), v);
-      const float s = m > 0.f ? m / 127.0f : 1.0f;
-      const v128_t inv = wasm_f32x4_splat(1.0f / s);
-      scales[t * groups + g] = s;
-      v128_t bytes[kBlocks];
-      for (size_t o = 0; o < kBlocks; ++o) {
-        const v128_t* z = v + 4 * o;
-        bytes[o] = LowBytes16(
-            RoundToI32(wasm_f32x4_mul(z[0], inv)), RoundToI32(wasm_f32x4_mul(z[1], inv)),
-            RoundToI32(wasm_f32x4_mul(z[2], inv)), RoundToI32(wasm_f32x4_mul(z[3], inv)));
-      }
-      StoreLayout(code_bits, bytes, q + t * in_pad + base);
-    }
-  }
+  QuantizeGroupsLanes<simd128::F32x4>(
+      x, n, cols, ldx, in_pad, q, scales, [code_bits](const v128_t* v, float inv, int8_t* dst) {
+        const v128_t inv4 = wasm_f32x4_splat(inv);
+        v128_t bytes[kBlocks];
+        for (size_t o = 0; o < kBlocks; ++o) {
+          const v128_t* z = v + 4 * o;
+          bytes[o] = LowBytes16(
+              RoundToI32(wasm_f32x4_mul(z[0], inv4)), RoundToI32(wasm_f32x4_mul(z[1], inv4)),
+              RoundToI32(wasm_f32x4_mul(z[2], inv4)), RoundToI32(wasm_f32x4_mul(z[3], inv4)));
+        }
+        StoreLayout(code_bits, bytes, dst);
+      });
 }
 
 void CqGemmI8Simd128(const CqMatrix& m, const I8Codebook& cb, const I8Acts& acts, size_t row_begin,
