@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <regex>
 #include <string>
 #include <utility>
 #include <vector>
@@ -246,4 +247,93 @@ TEST_CASE("usage errors end with a hint naming the subcommand's --help", "[cli][
   CheckUsageError({"frob"}, "", {"'frob' is not a subcommand", "dequant"});
   CheckUsageError({}, "", {"subcommand"});
   CheckUsageError({"--log-level", "loud", "run", tiny, "hi"}, "run", {"loud"});
+}
+
+TEST_CASE("--json is one compact document and --jsonl the same content as records + a summary",
+          "[cli][json]") {
+  const std::string tiny = ModelPath("tiny.cact"), small = ModelPath("small.cact");
+  const std::string tools = std::string(NEEDLE_EXAMPLES_DIR) + "/tools.json";
+  const std::string golden = std::string(NEEDLE_TEST_DATA) + "/golden/tiny/golden.json";
+  // Each command with its list keys (dotted) as --jsonl records them.
+  const std::vector<std::pair<std::vector<std::string>, std::vector<std::string>>> commands = {
+      {{"inspect", tiny, "--tensors"}, {"tensors"}},
+      {{"verify", tiny, "--golden", golden},
+       {"kernels.tensors", "decode.tensors", "cq_round_trip.tensors", "golden.reference",
+        "golden.official"}},
+      {{"embed", small, "--tools", tools, "hello", "set a timer"}, {"tools", "texts"}},
+      {{"eval", ModelPath("small-crafted-0.5.cact"),
+        std::string(NEEDLE_TEST_DATA) + "/eval/small-crafted-0.5.jsonl", "--tools", tools},
+       {"tools", "failures"}},
+      {{"run", small, "--tools", tools, "--print-prompt", "hi"}, {}},
+      {{"run", small, "--raw", "-n", "3", "hi"}, {}},
+  };
+  for (const auto& [args, lists] : commands) {
+    std::string shown;
+    for (const auto& a : args) shown += " " + a;
+    INFO("needle" << shown);
+    std::vector<std::string> with_json = args;
+    with_json.push_back("--json");
+    const json doc = RunJson(with_json);  // one compact line
+    std::vector<std::string> with_jsonl = args;
+    with_jsonl.push_back("--jsonl");
+    const CliResult r = RunCli(with_jsonl);
+    REQUIRE(r.exit_code == 0);
+    const std::vector<std::string> lines = Lines(r.out);
+    REQUIRE(!lines.empty());
+    // Every element of every list is one record line, in order; the summary comes last and holds
+    // the rest of the document with each list replaced by its length.
+    size_t at = 0;
+    json summary_expected = doc;
+    for (const std::string& list : lists) {
+      json::json_pointer ptr("/" + std::regex_replace(list, std::regex("\\."), "/"));
+      if (!doc.contains(ptr)) continue;
+      const json& elements = doc.at(ptr);
+      REQUIRE(elements.is_array());
+      for (const json& e : elements) {
+        REQUIRE(at < lines.size());
+        json line = json::parse(lines[at++]);
+        CHECK(line["record"] == list);
+        line.erase("record");
+        if (e.is_object()) {
+          // Timings differ run to run; everything else is the same content.
+          for (const auto& [k, v] : e.items())
+            if (k.find("seconds") == std::string::npos) CHECK(line[k] == v);
+        } else {
+          CHECK(line["value"] == e);
+        }
+      }
+      summary_expected[ptr] = elements.size();
+    }
+    REQUIRE(at + 1 == lines.size());
+    json summary = json::parse(lines[at]);
+    CHECK(summary["record"] == "summary");
+    summary.erase("record");
+    for (const auto& [k, v] : summary_expected.items()) {
+      if (v.is_number_float()) continue;  // timings, rates and RSS readings
+      if (k == "decode" || k == "kernels" || k == "cq_round_trip" || k == "golden") {
+        CHECK(summary[k]["pass"] == v["pass"]);
+        continue;
+      }
+      CHECK(summary[k] == v);
+    }
+  }
+  // The protocol's output is envelopes: one per turn and line (also with --jsonl), or --json's
+  // single array of them.
+  const std::vector<std::string> run = {"run", small, "--tools", tools, "-n", "6", "hi", "there"};
+  std::vector<std::string> with = run;
+  with.push_back("--json");
+  // (Not RunJson: the envelopes keep the engine's number formats, e.g. "0.2570", which a
+  // re-serialization would not reproduce.)
+  const CliResult one = RunCli(with);
+  REQUIRE(one.exit_code == 0);
+  REQUIRE(Lines(one.out).size() == 1);
+  const json turns = json::parse(one.out);
+  REQUIRE(turns.is_array());
+  CHECK(turns.size() == 2);
+  CHECK(turns[0].contains("confidence"));
+  with.back() = "--jsonl";
+  CHECK(Lines(RunCli(with).out).size() == 2);
+  // --json and --jsonl together are refused.
+  with.push_back("--json");
+  CheckUsageError(with, "run", {"--json", "--jsonl"});
 }

@@ -135,10 +135,10 @@ TEST_CASE("bench: several models, a Markdown table, SQL a database loads, one ro
     return n;
   };
   for (const std::string& row : rows) CHECK(pipes(row) == pipes(rows[0]));
-  CHECK(rows[0].rfind("| model | isa |", 0) == 0);
+  CHECK(rows[0].rfind("| engine | model | isa |", 0) == 0);
   CHECK(std::regex_match(rows[1], std::regex("\\|( -{3,}:? \\|)+")));
-  CHECK(rows[2].rfind("| " + tiny + " |", 0) == 0);
-  CHECK(rows[2 + points - 1].rfind("| " + small + " |", 0) == 0);
+  CHECK(rows[2].rfind("| needle | " + tiny + " |", 0) == 0);
+  CHECK(rows[2 + points - 1].rfind("| needle | " + small + " |", 0) == 0);
 
   // jsonl: one record per point, in the cross product's order, with each file's own hash.
   r = bench({"-m", tiny + "," + small, "-o", "jsonl"});
@@ -190,6 +190,49 @@ TEST_CASE("bench: several models, a Markdown table, SQL a database loads, one ro
   CHECK(bench({}).exit_code == 2);
   CHECK(bench({tiny, "-o", "csv", "--json"}).exit_code == 2);
   CHECK(bench({tiny, "-o", "xml"}).exit_code == 2);
+}
+
+TEST_CASE("bench: chunk sizes, first-token and pg times, an SVG plot, refused combinations",
+          "[cli][bench]") {
+  const std::string tiny = ModelPath("tiny.cact");
+  TempDir dir;
+  const std::string svg = dir / "plot.svg";
+  CliResult r =
+      RunCli({"bench", tiny, "--numerics", "f32", "--chunk", "4,32", "-p", "8,16",  "-n",    "3",
+              "-r",    "2",  "--warmup",   "0",   "-t",      "1",    "-o", "jsonl", "--svg", svg});
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  const std::vector<std::string> lines = Lines(r.out);
+  REQUIRE(lines.size() == 4);  // 2 chunks x 2 prompt lengths
+  for (size_t i = 0; i < lines.size(); ++i) {
+    const json j = json::parse(lines[i]);
+    CHECK(j["chunk"] == (i < 2 ? 4 : 32));
+    CHECK(j["engine"] == "needle");
+    // The first token comes after tokenizing and the prefill, before the whole request ends.
+    CHECK(j["first_token_ms"].get<double>() > 0);
+    CHECK(j["first_token_ms"].get<double>() <= j["total_ms"].get<double>());
+    CHECK(j["tokenize_ms"].get<double>() <= j["first_token_ms"].get<double>());
+    CHECK(j["pg_tok_s"].get<double>() > 0);
+    CHECK(j["first_token_ms_samples"].size() == 2);
+    CHECK(j["system"]["commit"].get<std::string>().size() > 0);
+  }
+  // The plot: x = prompt tokens (2 values, as chunk: the first such axis wins), one point
+  // per record in each of the two panels.
+  const auto bytes = ReadBytes(svg);
+  const std::string text(bytes.begin(), bytes.end());
+  REQUIRE(text.rfind("<svg", 0) == 0);
+  size_t circles = 0;
+  for (size_t at = text.find("<circle"); at != std::string::npos; at = text.find("<circle", at + 1))
+    ++circles;
+  CHECK(circles == 2 * lines.size());
+  // The official path prefills in 32-token calls: another chunk is refused, naming the option.
+  r = RunCli({"bench", tiny, "--chunk", "8", "-p", "8", "-n", "1", "-r", "1"});
+  CHECK(r.exit_code == 2);
+  CHECK(r.err.find("--chunk") != std::string::npos);
+  // --official needs the npm package folder: a wrong one is a usage error naming the file.
+  r = RunCli({"bench", tiny, "--official", dir / "nothing", "-p", "8", "-n", "1", "-r", "1"});
+  CHECK(r.exit_code == 2);
+  CHECK(r.err.find("vendor/wasm/needle.js") != std::string::npos);
 }
 
 TEST_CASE("bench Markdown escapes pipes in cells", "[report][bench]") {

@@ -1,8 +1,10 @@
 // lib/report: statistics, tables, bench record renderers, RSS readings.
 #include <catch2/catch.hpp>
+#include <cmath>
 #include <nlohmann/json.hpp>
 
 #include "report/bench_record.h"
+#include "report/svg_plot.h"
 #include "report/system.h"
 #include "report/table.h"
 #include "report/timer.h"
@@ -113,4 +115,48 @@ TEST_CASE("the CPU model comes from /proc/cpuinfo: x86 model name, ARM board and
   CHECK(j["isa"] == "dotprod");
   CHECK(j["system"]["isas"].size() == 3);
   CHECK(j["system"]["cpu"] == sys.cpu_model);
+}
+
+TEST_CASE("bench records carry first-token, pg and chunk; missing times are null", "[report]") {
+  BenchRecord r;
+  r.prompt_tokens = 30;
+  r.gen_tokens = 10;
+  r.chunk = 8;
+  r.prefill_tok_s = {1000};
+  r.first_token_s = {0.002, 0.004, 0.003};
+  r.total_s = {0.5, 0.4, 0.2};  // (30 + 10) tokens: 80, 100, 200 tok/s
+  const SystemInfo sys = GetSystemInfo();
+  auto j = nlohmann::json::parse(Render({r}, sys, BenchFormat::kJsonl));
+  CHECK(j["chunk"] == 8);
+  CHECK(j["first_token_ms"].get<double>() == Approx(3.0));
+  CHECK(j["pg_tok_s"].get<double>() == Approx(100.0));
+  CHECK(j["tokenize_ms"].is_null());
+  CHECK(j["engine"] == "needle");
+  r.engine = "official";
+  r.first_token_s.clear();
+  r.total_s.clear();
+  j = nlohmann::json::parse(Render({r}, sys, BenchFormat::kJsonl));
+  CHECK(j["engine"] == "official");
+  CHECK(j["first_token_ms"].is_null());
+  CHECK(j["pg_tok_s"].is_null());
+  const std::string sql = Render({r}, sys, BenchFormat::kSql);
+  CHECK(sql.find("'official'") != std::string::npos);
+}
+
+TEST_CASE("bench plots are SVG with one path per series and a point per sample", "[report]") {
+  PlotPanel p{"decode tok/s", "tok/s", {}};
+  p.series.push_back({"a <1>", {{1, 100}, {2, 190}}});
+  p.series.push_back({"b", {{1, 50}, {2, std::nan("")}}});  // the NaN point is left out
+  const std::string svg = RenderSvgPlot("t", "threads", {p});
+  CHECK(svg.rfind("<svg", 0) == 0);
+  CHECK(svg.find("</svg>") != std::string::npos);
+  auto count = [&](const std::string& needle) {
+    size_t n = 0;
+    for (size_t at = svg.find(needle); at != std::string::npos; at = svg.find(needle, at + 1)) ++n;
+    return n;
+  };
+  CHECK(count("<circle") == 3);
+  CHECK(count("stroke-width=\"2\" fill=\"none\"") == 2);
+  CHECK(svg.find("a &lt;1&gt;") != std::string::npos);  // labels escaped
+  CHECK(svg.find("a <1>") == std::string::npos);
 }

@@ -1,16 +1,23 @@
 // needle bench: load time, prefill and decode throughput and peak RSS over a cross product of
-// parameters (models x numerics x ISA x threads x prompt tokens x generated tokens), with warm-up,
-// repetitions, medians and raw samples (llama-bench style); each row is printed as its point
-// finishes. Not a test: numbers depend on the machine.
+// parameters (models x numerics x ISA x threads x chunk x prompt tokens x generated tokens), with
+// warm-up, repetitions, medians and raw samples (llama-bench style); each row is printed as its
+// point finishes. Each repetition times the request as a user sees it: tokenizing the prompt
+// text, the prefill, the first token, the decode and the whole (the pg rate). --svg plots tok/s
+// against the parameter that varies most; --official adds rows for the official engine (WASM,
+// bench_official.cpp). Not a test: numbers depend on the machine.
 #include <fmt/format.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
+#include <map>
+#include <optional>
 #include <random>
 
 #include "base/error.h"
+#include "bench_official.h"
 #include "commands.h"
+#include "format/atomic_file.h"
 #include "format/cact.h"
 #include "format/sha256.h"
 #include "kernels/dispatch.h"
@@ -18,8 +25,11 @@
 #include "options.h"
 #include "report/bench_record.h"
 #include "report/log.h"
+#include "report/svg_plot.h"
 #include "report/system.h"
 #include "report/timer.h"
+#include "text/tokenizer.h"
+#include "version.h"
 
 namespace needle::cli {
 
@@ -32,6 +42,7 @@ struct BenchArgs {
   std::vector<int> threads{0};
   std::vector<int> prompt_tokens{128};
   std::vector<int> gen_tokens{32};
+  std::vector<int> chunks;  // prefill tokens per forward call (empty: the path's own, 32)
   std::vector<std::string> isas;
   std::vector<std::string> numerics{"official"};
   int repetitions = 3;
@@ -39,6 +50,8 @@ struct BenchArgs {
   uint32_t seed = 1;
   std::string output = "md";
   bool json = false;
+  std::string svg_path;
+  std::string official_pkg;
 };
 
 // Deterministic prompt of ordinary (non-special) token ids.
@@ -55,6 +68,47 @@ int32_t Argmax(const std::vector<float>& v) {
   return static_cast<int32_t>(std::max_element(v.begin(), v.end()) - v.begin());
 }
 
+// --svg: tok/s against the parameter with the most distinct values (threads, prompt tokens,
+// generated tokens, chunk), one series per combination of the others.
+std::string PlotRecords(const std::vector<report::BenchRecord>& records) {
+  struct Axis {
+    const char* label;
+    double (*get)(const report::BenchRecord&);
+  };
+  const Axis axes[] = {
+      {"threads", [](const report::BenchRecord& r) { return double(r.threads); }},
+      {"prompt tokens", [](const report::BenchRecord& r) { return double(r.prompt_tokens); }},
+      {"generated tokens", [](const report::BenchRecord& r) { return double(r.gen_tokens); }},
+      {"prefill chunk", [](const report::BenchRecord& r) { return double(r.chunk); }}};
+  size_t best = 0, best_count = 0;
+  for (size_t k = 0; k < std::size(axes); ++k) {
+    std::vector<double> v;
+    for (const auto& r : records) v.push_back(axes[k].get(r));
+    std::sort(v.begin(), v.end());
+    const size_t n = std::unique(v.begin(), v.end()) - v.begin();
+    if (n > best_count) best = k, best_count = n;
+  }
+  report::PlotPanel prefill{"prefill tok/s", "tok/s", {}}, decode{"decode tok/s", "tok/s", {}};
+  std::map<std::string, size_t> series_of;
+  for (const auto& r : records) {
+    std::string label = fmt::format("{} {} {} {}", r.engine, r.model, r.path, r.isa);
+    if (best != 0) label += fmt::format(" t={}", r.threads);
+    if (best != 1) label += fmt::format(" pp={}", r.prompt_tokens);
+    if (best != 2) label += fmt::format(" tg={}", r.gen_tokens);
+    if (best != 3) label += fmt::format(" chunk={}", r.chunk);
+    auto [it, added] = series_of.emplace(label, prefill.series.size());
+    if (added) {
+      prefill.series.push_back({label, {}});
+      decode.series.push_back({label, {}});
+    }
+    const double x = axes[best].get(r);
+    prefill.series[it->second].points.emplace_back(x, r.prefill_median());
+    if (!r.decode_tok_s.empty())
+      decode.series[it->second].points.emplace_back(x, r.decode_median());
+  }
+  return report::RenderSvgPlot("needle bench", axes[best].label, {prefill, decode});
+}
+
 void RunBench(const BenchArgs& a) {
   for (const int n : a.prompt_tokens)
     if (n < 1 || n > static_cast<int>(format::kMaxSeqLen))
@@ -62,6 +116,15 @@ void RunBench(const BenchArgs& a) {
   for (const int n : a.gen_tokens)
     if (n < 0 || n > static_cast<int>(format::kMaxSeqLen))
       Fail<UsageError>("-n/--gen-tokens {} is out of range [0, {}]", n, format::kMaxSeqLen);
+  for (const int c : a.chunks)
+    if (c < 1 || c > 512) Fail<UsageError>("--chunk {} is out of range [1, 512]", c);
+  const bool custom_chunk =
+      std::any_of(a.chunks.begin(), a.chunks.end(), [](int c) { return c != 32; });
+  if (custom_chunk &&
+      std::find(a.numerics.begin(), a.numerics.end(), "official") != a.numerics.end())
+    Fail<UsageError>(
+        "--chunk other than 32 applies to --numerics f32 only (the official path prefills in the "
+        "engine's 32-token calls: with a window the result depends on it)");
   if (a.repetitions < 1 || a.warmup < 0)
     Fail<UsageError>("-r/--repetitions must be >= 1 and --warmup >= 0 (got {} and {})",
                      a.repetitions, a.warmup);
@@ -71,12 +134,18 @@ void RunBench(const BenchArgs& a) {
   std::vector<std::string> isas = a.isas;
   if (isas.empty()) isas.push_back(kernels::ActiveKernels().isa);
   for (const std::string& isa : isas) (void)kernels::KernelsFor(isa);  // refused before any run
+  const std::vector<int> chunks = a.chunks.empty() ? std::vector<int>{32} : a.chunks;
+  std::optional<OfficialBench> official;
+  if (!a.official_pkg.empty()) official.emplace(a.official_pkg);  // checks node and the package
   const bool progress =
       ::isatty(STDERR_FILENO) && a.output == "md" && !a.json && report::LogEnabled("info");
 
   report::SystemInfo sys = report::GetSystemInfo();
   sys.isas = kernels::AvailableIsas();
+  sys.commit = GitCommit();
+  sys.build_type = BuildType();
   report::BenchWriter writer(report::ParseBenchFormat(a.json ? "json" : a.output), sys);
+  std::vector<report::BenchRecord> records;
   auto emit = [](const std::string& text) {
     fmt::print("{}", text);
     std::fflush(stdout);
@@ -90,67 +159,102 @@ void RunBench(const BenchArgs& a) {
     const double load_seconds = load_watch.Seconds();
     const std::string sha = format::Sha256Hex(file.bytes());
     const auto& g = file.geometry();
+    const text::Tokenizer tokenizer = text::Tokenizer::FromCact(file);
     for (const std::string& numerics : a.numerics)
       for (const std::string& isa : isas) {
         const kernels::KernelTable& table = kernels::KernelsFor(isa);
         for (int threads_opt : a.threads) {
           const int threads = threads_opt > 0 ? threads_opt : ThreadArgs{threads_opt}.Resolve();
-          for (int pp : a.prompt_tokens) {
-            for (int tg : a.gen_tokens) {
-              if (pp < 1) Fail<UsageError>("--prompt-tokens must be >= 1 (got {})", pp);
-              if (tg < 0) Fail<UsageError>("--gen-tokens must be >= 0 (got {})", tg);
-              model::DecoderConfig cfg;
-              cfg.kv_window = g.kv_window;
-              cfg.sink_len = g.kv_window ? std::min<uint32_t>(static_cast<uint32_t>(pp), 64) : 0;
-              cfg.max_positions = static_cast<uint32_t>(pp + tg + 1);
-              cfg.threads = threads;
-              cfg.kernels = &table;
-              cfg.path = model::ParseNumericPath(numerics);
-              report::ResetPeakRss();  // per-point peak (earlier points' buffers are freed)
-              model::Decoder dec(model, cfg);
-              const std::vector<int32_t> prompt = MakePrompt(g.vocab, pp, a.seed);
-              std::vector<float> logits(g.vocab);
+          for (int chunk : chunks) {
+            for (int pp : a.prompt_tokens) {
+              for (int tg : a.gen_tokens) {
+                model::DecoderConfig cfg;
+                cfg.kv_window = g.kv_window;
+                cfg.sink_len = g.kv_window ? std::min<uint32_t>(static_cast<uint32_t>(pp), 64) : 0;
+                cfg.max_positions = static_cast<uint32_t>(pp + tg + 1);
+                cfg.max_batch = static_cast<uint32_t>(chunk);
+                cfg.threads = threads;
+                cfg.kernels = &table;
+                cfg.path = model::ParseNumericPath(numerics);
+                report::ResetPeakRss();  // per-point peak (earlier points' buffers are freed)
+                model::Decoder dec(model, cfg);
+                const std::vector<int32_t> prompt = MakePrompt(g.vocab, pp, a.seed);
+                // The prompt as text, so that each repetition also times its tokenizing (the ids
+                // prefilled stay `prompt`: pp is exact).
+                const std::string prompt_text = tokenizer.Decode(prompt);
+                std::vector<float> logits(g.vocab);
 
-              report::BenchRecord r;
-              r.model = model_path;
-              r.model_sha256 = sha;
-              r.model_bytes = file.bytes().size();
-              r.isa = table.isa;
-              r.path = model::NumericPathName(cfg.path);
-              r.threads = threads;
-              r.prompt_tokens = pp;
-              r.gen_tokens = tg;
-              r.repetitions = a.repetitions;
-              r.load_seconds = load_seconds;
-              for (int rep = -a.warmup; rep < a.repetitions; ++rep) {
-                if (progress)
-                  fmt::print(stderr, "\r{} {} t={} pp={} tg={}: {} {}/{}   ", numerics, table.isa,
-                             threads, pp, tg, rep < 0 ? "warm-up" : "run",
-                             rep < 0 ? rep + a.warmup + 1 : rep + 1,
-                             rep < 0 ? a.warmup : a.repetitions);
-                dec.Reset();
-                report::Stopwatch pw;
-                dec.Prefill(prompt, logits);
-                const double prefill_s = pw.Seconds();
-                report::Stopwatch dw;
-                for (int i = 0; i < tg; ++i) dec.Step(Argmax(logits), logits);
-                const double decode_s = dw.Seconds();
-                if (rep < 0) continue;
-                r.prefill_tok_s.push_back(pp / prefill_s);
-                if (tg > 0) r.decode_tok_s.push_back(tg / decode_s);
+                report::BenchRecord r;
+                r.model = model_path;
+                r.model_sha256 = sha;
+                r.model_bytes = file.bytes().size();
+                r.isa = table.isa;
+                r.path = model::NumericPathName(cfg.path);
+                r.threads = threads;
+                r.prompt_tokens = pp;
+                r.gen_tokens = tg;
+                r.chunk = chunk;
+                r.repetitions = a.repetitions;
+                r.load_seconds = load_seconds;
+                for (int rep = -a.warmup; rep < a.repetitions; ++rep) {
+                  if (progress)
+                    fmt::print(stderr, "\r{} {} t={} pp={} tg={}: {} {}/{}   ", numerics, table.isa,
+                               threads, pp, tg, rep < 0 ? "warm-up" : "run",
+                               rep < 0 ? rep + a.warmup + 1 : rep + 1,
+                               rep < 0 ? a.warmup : a.repetitions);
+                  dec.Reset();
+                  report::Stopwatch total;
+                  const std::vector<int32_t> encoded = tokenizer.Encode(prompt_text);
+                  const double tokenize_s = total.Seconds();
+                  report::Stopwatch pw;
+                  dec.Prefill(prompt, logits);
+                  const double prefill_s = pw.Seconds();
+                  int32_t next = Argmax(logits);
+                  const double first_token_s = total.Seconds();
+                  report::Stopwatch dw;
+                  for (int i = 0; i < tg; ++i) {
+                    dec.Step(next, logits);
+                    next = Argmax(logits);
+                  }
+                  const double decode_s = dw.Seconds();
+                  const double total_s = total.Seconds();
+                  if (rep < 0 || encoded.empty()) continue;
+                  r.tokenize_s.push_back(tokenize_s);
+                  r.prefill_tok_s.push_back(pp / prefill_s);
+                  r.first_token_s.push_back(first_token_s);
+                  r.total_s.push_back(total_s);
+                  if (tg > 0) r.decode_tok_s.push_back(tg / decode_s);
+                }
+                r.peak_rss_bytes = report::PeakRssBytes();
+                r.weight_bytes_per_token = model::WeightBytesPerToken(
+                    model.weights(), cfg.path == model::NumericPath::kOfficial);
+                r.read_bytes_per_s = report::MeasureReadBandwidth(r.weight_bytes_per_token, 0.05);
+                if (progress) fmt::print(stderr, "\r{:60}\r", "");
+                emit(writer.Row(r));
+                records.push_back(std::move(r));
               }
-              r.peak_rss_bytes = report::PeakRssBytes();
-              r.weight_bytes_per_token = model::WeightBytesPerToken(
-                  model.weights(), cfg.path == model::NumericPath::kOfficial);
-              r.read_bytes_per_s = report::MeasureReadBandwidth(r.weight_bytes_per_token, 0.05);
-              if (progress) fmt::print(stderr, "\r{:60}\r", "");
-              emit(writer.Row(r));
             }
           }
         }
       }
+    if (official) {
+      for (int pp : a.prompt_tokens)
+        for (int tg : a.gen_tokens) {
+          if (progress) fmt::print(stderr, "\rofficial engine pp={} tg={}   ", pp, tg);
+          report::BenchRecord r = official->Run(model_path, sha, file.bytes().size(),
+                                                tokenizer.Decode(MakePrompt(g.vocab, pp, a.seed)),
+                                                pp, tg, a.repetitions, a.warmup);
+          if (progress) fmt::print(stderr, "\r{:60}\r", "");
+          emit(writer.Row(r));
+          records.push_back(std::move(r));
+        }
+    }
   }
   emit(writer.End());
+  if (!a.svg_path.empty()) {
+    const std::string svg = PlotRecords(records);
+    format::WriteFileAtomic(a.svg_path, {reinterpret_cast<const uint8_t*>(svg.data()), svg.size()});
+  }
 }
 
 }  // namespace
@@ -182,6 +286,9 @@ void RegisterBench(CLI::App& app) {
   cmd->add_option("-n,--gen-tokens", a->gen_tokens, "Tokens to decode after the prompt")
       ->capture_default_str()
       ->delimiter(',');
+  cmd->add_option("--chunk", a->chunks,
+                  "Prefill tokens per forward call, e.g. 8,32 (f32 numerics; official: 32)")
+      ->delimiter(',');
   cmd->add_option("--isa", a->isas,
                   "Kernel ISAs to compare, e.g. scalar,avx2,avx512 or scalar,neon,dotprod "
                   "(default: fastest)")
@@ -200,6 +307,14 @@ void RegisterBench(CLI::App& app) {
           ->capture_default_str()
           ->check(CLI::IsMember({"md", "json", "jsonl", "csv", "sql"}));
   cmd->add_flag("--json", a->json, "Same as -o json")->excludes(output);
+  cmd->add_option("--svg", a->svg_path,
+                  "Also write a plot of prefill and decode tok/s against the parameter that "
+                  "varies most (threads, prompt tokens, ...)")
+      ->type_name("FILE.svg");
+  cmd->add_option("--official", a->official_pkg,
+                  "Add rows for the official engine (WASM, run with node) from this npm package "
+                  "folder (node_modules/@tyler71/cactus-needle2), on the same prompts")
+      ->type_name("PKG_DIR");
   cmd->callback([a] { RunBench(*a); });
 }
 

@@ -26,7 +26,7 @@ void RegisterDequant(CLI::App& app) {
   args->output.Attach(cmd);
   cmd->callback([args] {
     const auto s = convert::Dequant(args->model, args->out_dir, args->options);
-    if (args->output.json) {
+    if (args->output.machine()) {
       const std::filesystem::path dir(args->out_dir);
       nlohmann::ordered_json j;
       j["model"] = args->model;
@@ -37,7 +37,7 @@ void RegisterDequant(CLI::App& app) {
           {"config", WrittenFileJson((dir / convert::kConfigFile).string())},
           {"source", WrittenFileJson((dir / convert::kSourceFile).string())},
       };
-      PrintJsonLine(j);
+      args->output.Emit(j, {});
       return;
     }
     fmt::print("{}: {} tensors as F32 ({} bytes of safetensors), source SHA-256 {}\n",

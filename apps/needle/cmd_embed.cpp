@@ -48,7 +48,7 @@ void Embed(const EmbedArgs& a) {
   cfg.kernels = a.isa.empty() ? nullptr : &kernels::KernelsFor(a.isa);
   session::ContrastiveEmbedder embedder(std::make_shared<const model::Model>(file), tokenizer,
                                         renderer.tokens().bos, cfg);
-  if (a.output.json) {
+  if (a.output.machine()) {
     nlohmann::ordered_json j;
     j["model"] = a.model.path;
     j["numerics"] = a.numerics.numerics;
@@ -61,7 +61,7 @@ void Embed(const EmbedArgs& a) {
     };
     j["tools"] = items(tools, "tool");
     j["texts"] = items(a.texts, "text");
-    PrintJsonLine(j);
+    a.output.Emit(j, {"tools", "texts"});
     return;
   }
   auto print = [&](const char* kind, size_t index, const std::string& input) {

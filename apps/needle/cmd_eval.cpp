@@ -154,7 +154,7 @@ void Eval(const EvalArgs& a) {
   const size_t total = lines.size();
   const double accuracy = double(exact) / double(total);
   const bool pass = !a.min_accuracy || accuracy >= *a.min_accuracy;
-  if (a.output.json) {
+  if (a.output.machine()) {
     nlohmann::ordered_json j;
     j["model"] = a.model.path;
     j["data"] = data_label;
@@ -186,7 +186,7 @@ void Eval(const EvalArgs& a) {
       o["error"] = f.error ? nlohmann::ordered_json(*f.error) : nullptr;
       j["failures"].push_back(std::move(o));
     }
-    fmt::print("{}\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+    a.output.Emit(j, {"tools", "failures"});
   } else {
     fmt::print("{}: {}/{} exact calls ({}){}\n", data_label, exact, total, Percent(exact, total),
                errors ? fmt::format(", {} line(s) could not be run", errors) : "");

@@ -233,9 +233,8 @@ void RegisterInspect(CLI::App& app) {
         args->model.path, args->model.no_mmap ? format::LoadMode::kRead : format::LoadMode::kMmap);
     const std::string sha = format::Sha256Hex(f.bytes());
     const format::Accounting a = format::Account(f);
-    if (args->output.json) {
-      fmt::print("{}\n", BuildJson(f, sha, a, args->tensors)
-                             .dump(2, ' ', false, nlohmann::json::error_handler_t::replace));
+    if (args->output.machine()) {
+      args->output.Emit(BuildJson(f, sha, a, args->tensors), {"tensors"});
     } else {
       PrintHuman(f, sha, a, args->tensors);
     }

@@ -28,14 +28,14 @@ void RegisterRequant(CLI::App& app) {
   cmd->callback([args] {
     if (!args->bits_map.empty()) args->options.bits_map = convert::BitsMap::Parse(args->bits_map);
     const auto s = convert::Requant(args->in_dir, args->out, args->options);
-    if (args->output.json) {
+    if (args->output.machine()) {
       nlohmann::ordered_json j;
       j["in_dir"] = args->in_dir;
       j["output"] = WrittenFileJson(args->out);
       j["tensors"] = s.kept + s.reencoded.size();
       j["kept"] = s.kept;
       j["reencoded"] = s.reencoded;
-      PrintJsonLine(j);
+      args->output.Emit(j, {"reencoded"});
       return;
     }
     fmt::print("{}: {} tensors kept byte for byte, {} re-encoded{}{} ({} bytes)\n", args->out,

@@ -100,7 +100,7 @@ void PrintPrompt(const format::CactFile& file, const RunArgs& a, const std::stri
   const auto turn = renderer.FirstTurnIds(a.queries.front());
   const std::string prefix_text = text::PrefixText(a.system, tools_text);
   const std::string turn_text = text::FirstTurnText(a.queries.front());
-  if (a.output.json) {
+  if (a.output.machine()) {
     // JSON strings hold Unicode text only: name the first byte that is not UTF-8 instead of
     // failing inside the serializer (the token ids would be well defined: U+FFFD per byte).
     const std::pair<const char*, std::string_view> texts[] = {
@@ -119,7 +119,7 @@ void PrintPrompt(const format::CactFile& file, const RunArgs& a, const std::stri
     j["turn_text"] = turn_text;
     j["prefix_ids"] = prefix;
     j["turn_ids"] = turn;
-    fmt::print("{}\n", j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace));
+    a.output.Emit(j, {});
     return;
   }
   fmt::print(
@@ -247,11 +247,20 @@ void Run(RunArgs& a) {
   session::Session s(file, cfg, a.system, tools_json);
   const double load_seconds = load.Seconds() - s.prefix_seconds();
   if (!a.raw) {
+    // One envelope per turn and line (also --jsonl); --json: one array of them. Envelopes are
+    // printed as the engine writes them (key order, number formats), never re-serialized.
+    std::string turns;
     for (const std::string& q : a.queries) {
       const session::Reply reply = s.Respond(q, static_cast<int>(a.max_tokens));
-      fmt::print("{}\n", reply.EnvelopeJson());
+      if (a.output.json) {
+        turns += (turns.empty() ? "[" : ",") + reply.EnvelopeJson();
+      } else {
+        fmt::print("{}\n", reply.EnvelopeJson());
+        std::fflush(stdout);
+      }
       if (a.verbose) LogVerbose(reply, s, load_seconds, false);
     }
+    if (a.output.json) fmt::print("{}]\n", turns);
     return;
   }
   const session::TurnResult r = s.Complete(a.queries.front(), static_cast<int>(a.max_tokens));
@@ -259,7 +268,7 @@ void Run(RunArgs& a) {
   const size_t prefill_tokens = s.prefix_ids().size() + r.turn_ids.size();
   const double prefill_seconds = s.prefix_seconds() + r.prefill_seconds;
 
-  if (a.output.json) {
+  if (a.output.machine()) {
     nlohmann::ordered_json j;
     j["text"] = r.text;
     j["generated_ids"] = r.generated_ids;
@@ -273,7 +282,7 @@ void Run(RunArgs& a) {
     j["decode_seconds"] = r.decode_seconds;
     j["decode_tps"] = r.decode_tps;
     j["peak_ram_mb"] = peak_mb;
-    fmt::print("{}\n", j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace));
+    a.output.Emit(j, {});
     return;
   }
   fmt::print("{}\n", r.text);

@@ -88,7 +88,7 @@ void RegisterSynth(CLI::App& app) {
     g.engram_conv_dilation = max_order;  // the exporter's rule: dilation = largest order
     o.geometry = g;
     const auto s = convert::Synth(a->out, o);
-    if (a->output.json) {
+    if (a->output.machine()) {
       nlohmann::ordered_json j;
       j["output"] = WrittenFileJson(a->out);
       j["like"] = a->like;
@@ -96,7 +96,7 @@ void RegisterSynth(CLI::App& app) {
       j["bits_map"] = a->bits_map;
       j["heads"] = o.heads;
       j["tensors"] = s.tensors;
-      PrintJsonLine(j);
+      a->output.Emit(j, {});
       return;
     }
     fmt::print("{}: {} tensors, {} bytes (seed {}, bits map {})\n", a->out, s.tensors, s.file_bytes,

@@ -269,8 +269,9 @@ void RegisterVerify(CLI::App& app) {
           "--max-abs applies to --numerics f32 only (official numerics must give the engine's "
           "logits exactly and the reference's within --min-cosine)");
     const ordered_json j = Run(*args);
-    if (args->output.json) {
-      fmt::print("{}\n", j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace));
+    if (args->output.machine()) {
+      args->output.Emit(j, {"kernels.tensors", "decode.tensors", "cq_round_trip.tensors",
+                            "golden.reference", "golden.official"});
     } else {
       PrintHuman(j);
     }

@@ -25,7 +25,53 @@ void ModelArgs::Attach(CLI::App* cmd) {
 }
 
 void OutputArgs::Attach(CLI::App* cmd) {
-  cmd->add_flag("--json", json, "Print one JSON document on stdout (schema in README)");
+  auto* j = cmd->add_flag("--json", json, "Print one JSON document on stdout (schema in README)");
+  cmd->add_flag("--jsonl", jsonl,
+                "Print JSON lines: one per list element (with \"record\": the list), then a "
+                "\"summary\" line")
+      ->excludes(j);
+}
+
+namespace {
+// The element at a dotted path of `doc`, or nullptr.
+nlohmann::ordered_json* AtPath(nlohmann::ordered_json& doc, const std::string& path) {
+  nlohmann::ordered_json* node = &doc;
+  size_t start = 0;
+  while (true) {
+    const size_t dot = path.find('.', start);
+    const std::string key = path.substr(start, dot == std::string::npos ? dot : dot - start);
+    if (!node->is_object() || !node->contains(key)) return nullptr;
+    node = &(*node)[key];
+    if (dot == std::string::npos) return node;
+    start = dot + 1;
+  }
+}
+}  // namespace
+
+void OutputArgs::Emit(const nlohmann::ordered_json& doc,
+                      std::initializer_list<const char*> lists) const {
+  if (!jsonl) return PrintJsonLine(doc);
+  nlohmann::ordered_json rest = doc;
+  for (const char* path : lists) {
+    nlohmann::ordered_json* list = AtPath(rest, path);
+    if (list == nullptr || !list->is_array()) continue;
+    for (const auto& element : *list) {
+      nlohmann::ordered_json line;
+      line["record"] = path;
+      if (element.is_object()) {
+        for (const auto& [k, v] : element.items()) line[k] = v;
+      } else {
+        line["value"] = element;
+      }
+      PrintJsonLine(line);
+    }
+    // The summary keeps the list's length where the list was.
+    *list = list->size();
+  }
+  nlohmann::ordered_json summary;
+  summary["record"] = "summary";
+  for (const auto& [k, v] : rest.items()) summary[k] = v;
+  PrintJsonLine(summary);
 }
 
 nlohmann::ordered_json WrittenFileJson(const std::string& path) {

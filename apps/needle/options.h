@@ -19,10 +19,17 @@ struct ModelArgs {
   void Attach(CLI::App* cmd);
 };
 
-// --json: print one JSON document on stdout instead of human tables.
+// --json: one compact JSON document on stdout instead of human text; --jsonl: the same content as
+// JSON lines, for scripts that stream: one line per element of the command's lists (each with
+// "record": the list's name), then a last line {"record": "summary", ...the rest}.
 struct OutputArgs {
   bool json = false;
+  bool jsonl = false;
   void Attach(CLI::App* cmd);
+  bool machine() const { return json || jsonl; }
+  // Prints `doc` as --json or --jsonl asks. `lists` are the keys (dotted paths, e.g.
+  // "golden.reference") whose array elements become the JSONL records.
+  void Emit(const nlohmann::ordered_json& doc, std::initializer_list<const char*> lists) const;
 };
 
 // {"path", "bytes", "sha256"} of a file this command wrote (read back from the disk).

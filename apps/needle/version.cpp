@@ -17,6 +17,9 @@
 
 namespace needle::cli {
 
+std::string GitCommit() { return NEEDLE_GIT_COMMIT; }
+std::string BuildType() { return NEEDLE_BUILD_TYPE; }
+
 std::string VersionText() {
   const kernels::CpuFeatures& cpu = kernels::GetCpuFeatures();
   std::string usable = fmt::format("{}", fmt::join(kernels::AvailableIsas(), " "));

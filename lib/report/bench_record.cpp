@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
 #include <cmath>
 #include <utility>
 
@@ -14,6 +15,12 @@ namespace needle::report {
 
 double BenchRecord::prefill_median() const { return Median(prefill_tok_s); }
 double BenchRecord::decode_median() const { return Median(decode_tok_s); }
+double BenchRecord::pg_median() const {
+  if (total_s.empty()) return 0.0;
+  std::vector<double> rates;
+  for (const double t : total_s) rates.push_back((prompt_tokens + gen_tokens) / std::max(t, 1e-12));
+  return Median(rates);
+}
 double BenchRecord::decode_ceiling_tok_s() const {
   return weight_bytes_per_token ? read_bytes_per_s / static_cast<double>(weight_bytes_per_token)
                                 : 0.0;
@@ -38,6 +45,7 @@ BenchFormat ParseBenchFormat(const std::string& s) {
 
 nlohmann::ordered_json ToJson(const BenchRecord& r) {
   nlohmann::ordered_json j;
+  j["engine"] = r.engine;
   j["model"] = r.model;
   j["model_sha256"] = r.model_sha256;
   j["isa"] = r.isa;
@@ -45,14 +53,29 @@ nlohmann::ordered_json ToJson(const BenchRecord& r) {
   j["threads"] = r.threads;
   j["prompt_tokens"] = r.prompt_tokens;
   j["gen_tokens"] = r.gen_tokens;
+  j["chunk"] = r.chunk;
   j["repetitions"] = r.repetitions;
   j["load_seconds"] = r.load_seconds;
+  // Milliseconds, or null where this engine reports no such time.
+  auto ms = [](const std::vector<double>& s, bool mad = false) {
+    return s.empty() ? nlohmann::ordered_json(nullptr)
+                     : nlohmann::ordered_json((mad ? MedianAbsDeviation(s) : Median(s)) * 1e3);
+  };
+  j["tokenize_ms"] = ms(r.tokenize_s);
+  j["first_token_ms"] = ms(r.first_token_s);
+  j["first_token_ms_mad"] = ms(r.first_token_s, true);
+  j["total_ms"] = ms(r.total_s);
+  j["pg_tok_s"] =
+      r.total_s.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(r.pg_median());
   j["prefill_tok_s"] = r.prefill_median();
   j["decode_tok_s"] = r.decode_median();
   j["prefill_tok_s_mad"] = MedianAbsDeviation(r.prefill_tok_s);
   j["decode_tok_s_mad"] = MedianAbsDeviation(r.decode_tok_s);
   j["prefill_samples"] = r.prefill_tok_s;
   j["decode_samples"] = r.decode_tok_s;
+  std::vector<double> first_ms = r.first_token_s;
+  for (double& v : first_ms) v *= 1e3;
+  j["first_token_ms_samples"] = first_ms;
   j["peak_rss_bytes"] = r.peak_rss_bytes;
   j["model_bytes"] = r.model_bytes;
   j["weight_bytes_per_token"] = r.weight_bytes_per_token;
@@ -70,6 +93,8 @@ nlohmann::ordered_json SystemJson(const SystemInfo& s) {
                               {"os", s.os},
                               {"compiler", s.compiler},
                               {"needle_version", s.version}};
+  if (!s.commit.empty()) j["commit"] = s.commit;
+  if (!s.build_type.empty()) j["build_type"] = s.build_type;
   if (!s.isas.empty()) j["isas"] = s.isas;
   return j;
 }
@@ -125,10 +150,12 @@ std::string Number(double v, const char* missing) {
 // The SQL columns, in order, with their types: the system, the parameters, the results.
 constexpr std::pair<const char*, const char*> kSqlColumns[] = {
     {"needle_version", "TEXT"},
+    {"git_commit", "TEXT"},
     {"cpu", "TEXT"},
     {"logical_cores", "INTEGER"},
     {"os", "TEXT"},
     {"compiler", "TEXT"},
+    {"engine", "TEXT"},
     {"model", "TEXT"},
     {"model_sha256", "TEXT"},
     {"model_bytes", "INTEGER"},
@@ -137,8 +164,13 @@ constexpr std::pair<const char*, const char*> kSqlColumns[] = {
     {"threads", "INTEGER"},
     {"prompt_tokens", "INTEGER"},
     {"gen_tokens", "INTEGER"},
+    {"chunk", "INTEGER"},
     {"repetitions", "INTEGER"},
     {"load_seconds", "REAL"},
+    {"tokenize_ms", "REAL"},
+    {"first_token_ms", "REAL"},
+    {"total_ms", "REAL"},
+    {"pg_tok_s", "REAL"},
     {"prefill_tok_s", "REAL"},
     {"prefill_tok_s_mad", "REAL"},
     {"decode_tok_s", "REAL"},
@@ -162,8 +194,9 @@ std::string BenchWriter::Begin() const {
     case BenchFormat::kJsonl:
       return "";
     case BenchFormat::kCsv:
-      return "model,model_sha256,isa,path,threads,prompt_tokens,gen_tokens,repetitions,"
-             "load_seconds,prefill_tok_s,decode_tok_s,peak_rss_bytes,decode_ceiling_tok_s,cpu\n";
+      return "engine,model,model_sha256,isa,path,threads,prompt_tokens,gen_tokens,chunk,"
+             "repetitions,load_seconds,tokenize_ms,first_token_ms,prefill_tok_s,decode_tok_s,"
+             "pg_tok_s,total_ms,peak_rss_bytes,decode_ceiling_tok_s,cpu,git_commit\n";
     case BenchFormat::kSql: {
       std::string out = fmt::format("CREATE TABLE IF NOT EXISTS {} (\n", kSqlTable);
       bool first = true;
@@ -174,11 +207,14 @@ std::string BenchWriter::Begin() const {
       return out + "\n);\n";
     }
     case BenchFormat::kMarkdown:
-      return fmt::format("cpu: {} ({} logical cores), {}, {}, needle {}\n\n", system_.cpu_model,
-                         system_.logical_cores, system_.os, system_.compiler, system_.version) +
-             MdRow({"model", "isa", "path", "threads", "pp", "tg", "load s", "prefill tok/s",
-                    "decode tok/s", "% of read ceiling", "peak RSS MiB"}) +
-             "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n";
+      return fmt::format("cpu: {} ({} logical cores), {}, {}, needle {}{}\n\n", system_.cpu_model,
+                         system_.logical_cores, system_.os, system_.compiler, system_.version,
+                         system_.commit.empty() ? "" : " (" + system_.commit + ")") +
+             MdRow({"engine", "model", "isa", "path", "threads", "pp", "tg", "chunk", "load s",
+                    "first token ms", "prefill tok/s", "decode tok/s", "pg tok/s",
+                    "% of read ceiling", "peak RSS MiB"}) +
+             "| --- | --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | "
+             "---: | ---: | ---: |\n";
   }
   return {};
 }
@@ -194,18 +230,24 @@ std::string BenchWriter::Row(const BenchRecord& r) {
       return Dump(j) + "\n";
     }
     case BenchFormat::kCsv:
-      return fmt::format("{},{},{},{},{},{},{},{},{:.4f},{:.2f},{:.2f},{},{:.2f},{}\n",
-                         CsvField(r.model), r.model_sha256, r.isa, r.path, r.threads,
-                         r.prompt_tokens, r.gen_tokens, r.repetitions, r.load_seconds,
-                         r.prefill_median(), r.decode_median(), r.peak_rss_bytes,
-                         r.decode_ceiling_tok_s(), CsvField(system_.cpu_model));
+      return fmt::format(
+          "{},{},{},{},{},{},{},{},{},{},{:.4f},{:.3f},{:.3f},{:.2f},{:.2f},{:.2f},{:.3f},{},{:.2f}"
+          ","
+          "{},{}\n",
+          r.engine, CsvField(r.model), r.model_sha256, r.isa, r.path, r.threads, r.prompt_tokens,
+          r.gen_tokens, r.chunk, r.repetitions, r.load_seconds, Median(r.tokenize_s) * 1e3,
+          Median(r.first_token_s) * 1e3, r.prefill_median(), r.decode_median(), r.pg_median(),
+          Median(r.total_s) * 1e3, r.peak_rss_bytes, r.decode_ceiling_tok_s(),
+          CsvField(system_.cpu_model), system_.commit);
     case BenchFormat::kSql: {
       const std::vector<std::string> values = {
           SqlText(system_.version),
+          SqlText(system_.commit),
           SqlText(system_.cpu_model),
           std::to_string(system_.logical_cores),
           SqlText(system_.os),
           SqlText(system_.compiler),
+          SqlText(r.engine),
           SqlText(r.model),
           SqlText(r.model_sha256),
           std::to_string(r.model_bytes),
@@ -214,8 +256,13 @@ std::string BenchWriter::Row(const BenchRecord& r) {
           std::to_string(r.threads),
           std::to_string(r.prompt_tokens),
           std::to_string(r.gen_tokens),
+          std::to_string(r.chunk),
           std::to_string(r.repetitions),
           Number(r.load_seconds, "NULL"),
+          r.tokenize_s.empty() ? "NULL" : Number(Median(r.tokenize_s) * 1e3, "NULL"),
+          r.first_token_s.empty() ? "NULL" : Number(Median(r.first_token_s) * 1e3, "NULL"),
+          r.total_s.empty() ? "NULL" : Number(Median(r.total_s) * 1e3, "NULL"),
+          r.total_s.empty() ? "NULL" : Number(r.pg_median(), "NULL"),
           Number(r.prefill_median(), "NULL"),
           Number(MedianAbsDeviation(r.prefill_tok_s), "NULL"),
           Number(r.decode_median(), "NULL"),
@@ -233,14 +280,21 @@ std::string BenchWriter::Row(const BenchRecord& r) {
     }
     case BenchFormat::kMarkdown:
       return MdRow(
-          {r.model, r.isa, r.path, std::to_string(r.threads), std::to_string(r.prompt_tokens),
-           std::to_string(r.gen_tokens), fmt::format("{:.3f}", r.load_seconds),
+          {r.engine, r.model, r.isa, r.path, std::to_string(r.threads),
+           std::to_string(r.prompt_tokens), std::to_string(r.gen_tokens), std::to_string(r.chunk),
+           fmt::format("{:.3f}", r.load_seconds),
+           r.first_token_s.empty() ? std::string("-")
+                                   : fmt::format("{:.2f}", Median(r.first_token_s) * 1e3),
            fmt::format("{:.1f} ± {:.1f}", r.prefill_median(), MedianAbsDeviation(r.prefill_tok_s)),
-           fmt::format("{:.1f} ± {:.1f}", r.decode_median(), MedianAbsDeviation(r.decode_tok_s)),
+           r.decode_tok_s.empty() ? std::string("-")
+                                  : fmt::format("{:.1f} ± {:.1f}", r.decode_median(),
+                                                MedianAbsDeviation(r.decode_tok_s)),
+           r.total_s.empty() ? std::string("-") : fmt::format("{:.1f}", r.pg_median()),
            r.decode_ceiling_tok_s() > 0
                ? fmt::format("{:.0f}% of {:.0f}", PercentOfCeiling(r), r.decode_ceiling_tok_s())
                : std::string("-"),
-           fmt::format("{:.1f}", double(r.peak_rss_bytes) / (1024.0 * 1024.0))});
+           r.peak_rss_bytes ? fmt::format("{:.1f}", double(r.peak_rss_bytes) / (1024.0 * 1024.0))
+                            : std::string("-")});
   }
   return {};
 }

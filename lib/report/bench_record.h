@@ -14,18 +14,23 @@ namespace needle::report {
 
 struct BenchRecord {
   // Parameters of this point.
-  std::string model;         // path
-  std::string model_sha256;  // of the whole file
-  std::string isa;           // kernel path used ("avx2", "scalar", ...)
-  std::string path;          // numeric path ("f32", ...)
+  std::string engine = "needle";  // "official": a comparison row run on the official engine
+  std::string model;              // path
+  std::string model_sha256;       // of the whole file
+  std::string isa;                // kernel path used ("avx2", "scalar", ...)
+  std::string path;               // numeric path ("f32", ...)
   int threads = 1;
   int prompt_tokens = 0;
   int gen_tokens = 0;
+  int chunk = 0;  // prefill tokens per forward call
   int repetitions = 0;
   // Results.
   double load_seconds = 0;            // open + validate + build weights (median)
   std::vector<double> prefill_tok_s;  // one sample per repetition
   std::vector<double> decode_tok_s;
+  // Seconds per repetition: tokenizing the prompt text, from the start (tokenizing included) until
+  // the first generated token is chosen, and the whole request (tokenize + prefill + decode).
+  std::vector<double> tokenize_s, first_token_s, total_s;
   uint64_t peak_rss_bytes = 0;  // this point's peak (reset before it where the OS allows)
   uint64_t model_bytes = 0;
   // Machine limit measured at this point: weights one decoded token reads, and one thread's read
@@ -38,6 +43,8 @@ struct BenchRecord {
 
   double prefill_median() const;
   double decode_median() const;
+  // (prompt + generated tokens) / whole request time, median: llama-bench's pg test.
+  double pg_median() const;
 };
 
 enum class BenchFormat { kMarkdown, kJson, kJsonl, kCsv, kSql };

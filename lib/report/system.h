@@ -24,6 +24,9 @@ struct SystemInfo {
   std::string os;        // "Linux 6.1.0-18-amd64 x86_64"
   std::string compiler;  // "GCC 12.2.0"
   std::string version;   // needle version
+  // Git commit and CMake build type of this build (filled by the caller that knows them; empty =
+  // not reported).
+  std::string commit, build_type;
   // Kernel ISAs this build and CPU can run, fastest last (filled by the caller that knows them:
   // kernels::AvailableIsas(); empty = not reported).
   std::vector<std::string> isas;

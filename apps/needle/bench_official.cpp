@@ -1,0 +1,178 @@
+// Official-engine rows for `needle bench`: a small node program (written to a temporary folder)
+// drives the package's needle.js / needle.wasm through needle_load / needle_init /
+// needle_complete and prints one JSON line per measured turn.
+#include "bench_official.h"
+
+#include <fmt/format.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "base/error.h"
+
+namespace needle::cli {
+
+namespace {
+
+// Kept alive: the official module reads the model in place from the buffer given to needle_load.
+constexpr const char* kScript = R"JS(
+const fs = require("node:fs");
+const path = require("node:path");
+const [pkg, model, queryFile, reps, warmup, maxTokens] = process.argv.slice(2);
+(async () => {
+  const dir = path.join(path.resolve(pkg), "vendor", "wasm");
+  const M = await require(path.join(dir, "needle.js"))({ locateFile: (f) => path.join(dir, f) });
+  const init = M.cwrap("needle_init", "number", ["string", "string", "string"]);
+  const complete = M.cwrap("needle_complete", "number", ["string", "number", "number", "number"]);
+  const reset = M.cwrap("needle_reset", null, []);
+  const capacity = 1 << 20;
+  const out = M._malloc(capacity);
+  const t0 = performance.now();
+  const bytes = fs.readFileSync(model);
+  const ptr = M._malloc(bytes.length);
+  M.HEAPU8.set(bytes, ptr);
+  let rc;
+  try { rc = M._needle_load(ptr, bytes.length); }
+  catch (e) { if (!(e instanceof TypeError)) throw e; rc = M._needle_load(ptr, BigInt(bytes.length)); }
+  if (rc < 0) { console.error(`needle_load returned ${rc}`); process.exit(4); }
+  console.log(JSON.stringify({ load: (performance.now() - t0) / 1000 }));
+  const query = fs.readFileSync(queryFile, "utf8");
+  // One tool: with none the engine reports decode_tps 0.
+  const tools = JSON.stringify([{ name: "note", description: "Write a note.", parameters: {
+    type: "object", properties: { text: { type: "string" } }, required: ["text"] } }]);
+  for (let i = -Number(warmup); i < Number(reps); i++) {
+    const t0 = performance.now();
+    if (init("", tools, "") < 0) { console.error("needle_init failed"); process.exit(4); }
+    reset();
+    complete(query, Number(maxTokens), out, capacity);
+    const wall = (performance.now() - t0) / 1000;
+    const reply = JSON.parse(M.UTF8ToString(out));
+    if (i >= 0) console.log(JSON.stringify({ prefill_tps: reply.prefill_tps, decode_tps: reply.decode_tps, wall }));
+  }
+})().catch((e) => { console.error(String(e)); process.exit(70); });
+)JS";
+
+std::string ShellQuote(const std::string& s) {
+  std::string out = "'";
+  for (const char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+bool OnPath(const std::string& program) {
+  const char* path = std::getenv("PATH");
+  if (path == nullptr) return false;
+  std::string p = path;
+  size_t start = 0;
+  while (start <= p.size()) {
+    const size_t colon = p.find(':', start);
+    const std::string dir = p.substr(start, colon == std::string::npos ? colon : colon - start);
+    if (!dir.empty() && ::access((dir + "/" + program).c_str(), X_OK) == 0) return true;
+    if (colon == std::string::npos) break;
+    start = colon + 1;
+  }
+  return false;
+}
+
+// A temporary folder removed with everything in it when this goes out of scope.
+struct TempDir {
+  std::filesystem::path path;
+  TempDir() {
+    std::string tmpl = (std::filesystem::temp_directory_path() / "needle-official-XXXXXX").string();
+    if (::mkdtemp(tmpl.data()) == nullptr)
+      Fail<IoError>("cannot create a temporary folder for the official engine");
+    path = tmpl;
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path, ec);
+  }
+};
+
+void WriteText(const std::filesystem::path& p, const std::string& text) {
+  std::ofstream f(p, std::ios::binary);
+  f << text;
+  if (!f) Fail<IoError>("{}: cannot write", p.string());
+}
+
+}  // namespace
+
+OfficialBench::OfficialBench(std::string pkg_dir) : pkg_dir_(std::move(pkg_dir)) {
+  if (!OnPath("node"))
+    Fail<UsageError>("--official needs node on PATH (Debian: apt-get install nodejs)");
+  for (const char* f : {"needle.js", "needle.wasm"}) {
+    const auto p = std::filesystem::path(pkg_dir_) / "vendor" / "wasm" / f;
+    if (!std::filesystem::is_regular_file(p))
+      Fail<UsageError>(
+          "--official {}: no {} (give the npm package folder, e.g. "
+          "node_modules/@tyler71/cactus-needle2)",
+          pkg_dir_, p.string());
+  }
+}
+
+report::BenchRecord OfficialBench::Run(const std::string& model_path,
+                                       const std::string& model_sha256, uint64_t model_bytes,
+                                       const std::string& query, int prompt_tokens, int gen_tokens,
+                                       int repetitions, int warmup) const {
+  const TempDir dir;
+  WriteText(dir.path / "bench.cjs", kScript);
+  WriteText(dir.path / "query.txt", query);
+  const std::string cmd =
+      fmt::format("node {} {} {} {} {} {} {}", ShellQuote((dir.path / "bench.cjs").string()),
+                  ShellQuote(pkg_dir_), ShellQuote(model_path),
+                  ShellQuote((dir.path / "query.txt").string()), repetitions, warmup, gen_tokens);
+  FILE* pipe = ::popen(cmd.c_str(), "r");
+  if (pipe == nullptr) Fail<IoError>("cannot start node for the official engine");
+  std::string output;
+  char buf[4096];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, pipe)) > 0) output.append(buf, n);
+  const int status = ::pclose(pipe);
+  if (status != 0)
+    Fail<IoError>(
+        "the official engine (node, {}) failed on {} (exit status {}); its message is "
+        "above",
+        pkg_dir_, model_path, WIFEXITED(status) ? WEXITSTATUS(status) : status);
+  report::BenchRecord r;
+  r.engine = "official";
+  r.model = model_path;
+  r.model_sha256 = model_sha256;
+  r.model_bytes = model_bytes;
+  r.isa = "wasm";
+  r.path = "official";
+  r.threads = 1;
+  r.prompt_tokens = prompt_tokens;
+  r.gen_tokens = gen_tokens;
+  r.chunk = 32;
+  r.repetitions = repetitions;
+  size_t start = 0;
+  while (start < output.size()) {
+    size_t end = output.find('\n', start);
+    if (end == std::string::npos) end = output.size();
+    const std::string line = output.substr(start, end - start);
+    start = end + 1;
+    if (line.empty()) continue;
+    const auto j = nlohmann::json::parse(line, nullptr, false);
+    if (j.is_discarded() || !j.is_object())
+      Fail<IoError>("the official engine printed an unexpected line: {}", line);
+    if (j.contains("load")) {
+      r.load_seconds = j.value("load", 0.0);
+      continue;
+    }
+    r.prefill_tok_s.push_back(j.value("prefill_tps", 0.0));
+    // A turn that ended at its first token decoded nothing: no decode rate to report.
+    const double decode = j.value("decode_tps", 0.0);
+    if (gen_tokens > 0 && decode > 0) r.decode_tok_s.push_back(decode);
+    r.total_s.push_back(j.value("wall", 0.0));
+  }
+  if (r.prefill_tok_s.size() != static_cast<size_t>(repetitions))
+    Fail<IoError>("the official engine gave {} measurements, expected {}", r.prefill_tok_s.size(),
+                  repetitions);
+  return r;
+}
+
+}  // namespace needle::cli
