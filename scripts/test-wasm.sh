@@ -72,4 +72,19 @@ step "envelopes: ours = native = official (npm wrapper)" \
   node scripts/wasm-envelopes.mjs build-wasm/pkg-ours "$OFFICIAL_PKG" "$native" --official-turns 8
 step "speed: ours vs the official wasm" \
   node scripts/bench-wasm.mjs build-wasm/pkg-ours "$OFFICIAL_PKG"
+# needle bench --official: a needle row then the official engine's row, with its own timings.
+bench_official() {
+  "$native" bench tests/data/models/small-crafted-0.8.cact -p 32 -n 16 -r 2 --warmup 0 -t 1 \
+    --official "$OFFICIAL_PKG" -o jsonl >build-wasm/bench-official.jsonl
+  python3 - build-wasm/bench-official.jsonl <<'PY'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+assert [r["engine"] for r in rows] == ["needle", "official"], rows
+o = rows[1]
+assert o["isa"] == "wasm" and o["prefill_tok_s"] > 0 and o["total_ms"] > 0, o
+assert len(o["prefill_samples"]) == 2 and o["first_token_ms"] is None, o
+print("needle prefill %.0f tok/s, official %.0f tok/s" % (rows[0]["prefill_tok_s"], o["prefill_tok_s"]))
+PY
+}
+step "needle bench --official (rows for the official engine)" bench_official
 echo "=== test-wasm: all passed in $((SECONDS - t_start)) s"
