@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "format/cact.h"
 #include "test_util.h"
 
 using namespace needle::testing;
@@ -162,4 +163,104 @@ TEST_CASE("run takes a JSON-array tool result as written and gives the engine's 
     CHECK(ours.dump() == theirs.dump());
   }
   CHECK(si == c["steps"].size());
+}
+
+namespace {
+// An envelope without its measured fields (prefill_tps, decode_tps, peak_ram_mb).
+nlohmann::json Untimed(const std::string& envelope) {
+  nlohmann::json j = nlohmann::json::parse(envelope);
+  for (const char* k : {"prefill_tps", "decode_tps", "peak_ram_mb"}) j.erase(k);
+  return j;
+}
+}  // namespace
+
+TEST_CASE("run --interactive: a conversation on stdin with /reset, /tools, /system", "[cli][run]") {
+  const std::string model = ModelPath("small.cact");
+  const std::string tools = std::string(NEEDLE_EXAMPLES_DIR) + "/tools.json";
+  const std::string q = "Set a timer for 5 minutes.";
+  // The same query after /reset and after /tools (same file) is a fresh first turn each time: the
+  // same envelope as a single `needle run`. An unknown command and a missing file are errors on
+  // stderr that leave the session running; /quit ends it.
+  const std::string script = q + "\n/reset\n" + q + "\n/bogus\n/tools /nonexistent.json\n/tools " +
+                             tools + "\n" + q + "\n/quit\n" + q + "\n";
+  const CliResult r = RunCli({"run", model, "--tools", tools, "-n", "24", "-i"}, script);
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  const std::vector<std::string> lines = Lines(r.out);
+  REQUIRE(lines.size() == 3);  // nothing after /quit
+  const CliResult single = RunCli({"run", model, "--tools", tools, "-n", "24", q});
+  REQUIRE(single.exit_code == 0);
+  for (const std::string& line : lines) CHECK(Untimed(line) == Untimed(Lines(single.out)[0]));
+  CHECK(r.err.find("unknown command /bogus") != std::string::npos);
+  CHECK(r.err.find("/nonexistent.json") != std::string::npos);
+  // Two queries in a row continue the conversation, as two QUERY arguments do.
+  const CliResult convo = RunCli({"run", model, "--tools", tools, "-n", "24", "-i"}, "hi\nthere\n");
+  const CliResult args = RunCli({"run", model, "--tools", tools, "-n", "24", "hi", "there"});
+  REQUIRE(convo.exit_code == 0);
+  REQUIRE(Lines(convo.out).size() == 2);
+  CHECK(Untimed(Lines(convo.out)[1]) == Untimed(Lines(args.out)[1]));
+  // /system changes the prompt (and resets): the reply is that of --system.
+  const CliResult sys =
+      RunCli({"run", model, "--tools", tools, "-n", "24", "-i"}, "/system Be brief.\n" + q + "\n");
+  const CliResult sys_arg =
+      RunCli({"run", model, "--tools", tools, "-n", "24", "--system", "Be brief.", q});
+  REQUIRE(Lines(sys.out).size() == 1);
+  CHECK(Untimed(Lines(sys.out)[0]) == Untimed(Lines(sys_arg.out)[0]));
+  // Refused with it: queries, --batch, --raw, --print-prompt, --json, --tools on stdin.
+  CHECK(RunCli({"run", model, "-i", "hi"}).exit_code == 2);
+  CHECK(RunCli({"run", model, "-i", "--raw"}).exit_code == 2);
+  CHECK(RunCli({"run", model, "-i", "--json"}).exit_code == 2);
+  CHECK(RunCli({"run", model, "-i", "--tools", "-"}).exit_code == 2);
+}
+
+TEST_CASE("run --kv-window changes the attention window; --report writes bench records",
+          "[cli][run]") {
+  const std::string model = ModelPath("small.cact");
+  const std::string tools = std::string(NEEDLE_EXAMPLES_DIR) + "/tools.json";
+  const std::string q =
+      "Set a timer for 5 minutes and turn on the kitchen light please and also the bedroom one";
+  auto envelope = [&](std::vector<std::string> extra) {
+    std::vector<std::string> args = {"run", model, "--tools", tools, "-n", "30"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    args.push_back(q);
+    const CliResult r = RunCli(args);
+    INFO(r.err);
+    REQUIRE(r.exit_code == 0);
+    return Untimed(Lines(r.out)[0]);
+  };
+  // The header's window (256) given explicitly changes nothing; a 2-position window does.
+  const auto header = needle::format::CactFile::Open(model, needle::format::LoadMode::kRead);
+  const std::string w = std::to_string(header.geometry().kv_window);
+  CHECK(envelope({"--kv-window", w}) == envelope({}));
+  CHECK(envelope({"--kv-window", "2"}) != envelope({}));
+  CHECK(RunCli({"run", model, "--kv-window", "0", "hi"}).exit_code == 2);
+  CHECK(RunCli({"run", model, "--kv-window", "4096", "hi"}).exit_code == 2);
+
+  // --report: one record per turn; the first turn's prompt is the prefix plus the turn.
+  TempDir dir;
+  const std::string report = dir / "report.json";
+  CliResult r =
+      RunCli({"run", model, "--tools", tools, "-n", "12", "--report", report, "hi", "there"});
+  REQUIRE(r.exit_code == 0);
+  const auto bytes = ReadBytes(report);
+  const nlohmann::json j = nlohmann::json::parse(std::string(bytes.begin(), bytes.end()));
+  REQUIRE(j["records"].size() == 2);
+  const CliResult prompt =
+      RunCli({"run", model, "--tools", tools, "--print-prompt", "--json", "hi"});
+  const nlohmann::json p = nlohmann::json::parse(prompt.out);
+  const auto& first = j["records"][0];
+  CHECK(first["prompt_tokens"] == p["prefix_ids"].size() + p["turn_ids"].size());
+  CHECK(first["gen_tokens"].get<int>() > 0);
+  CHECK(first["first_token_ms"].get<double>() > 0);
+  CHECK(first["first_token_ms"].get<double>() <= first["total_ms"].get<double>());
+  CHECK(first["peak_rss_bytes"].get<double>() > 0);
+  CHECK(j["records"][1]["prompt_tokens"].get<int>() < first["prompt_tokens"].get<int>());
+  CHECK(j["system"]["commit"].is_string());
+  // --batch: one record per answered line; the error line adds none.
+  const std::string batch = dir / "b.jsonl";
+  std::ofstream(batch) << "{\"query\": \"hi\"}\n{\"query\": 42}\n{\"query\": \"there\"}\n";
+  r = RunCli({"run", model, "--tools", tools, "-n", "8", "--batch", batch, "--report", report});
+  CHECK(r.exit_code == 1);
+  const auto b2 = ReadBytes(report);
+  CHECK(nlohmann::json::parse(std::string(b2.begin(), b2.end()))["records"].size() == 2);
 }

@@ -14,16 +14,20 @@
 #include <fstream>
 #include <iostream>
 #include <iterator>
+#include <memory>
 #include <nlohmann/json.hpp>
 
 #include "base/error.h"
 #include "base/utf8.h"
 #include "commands.h"
+#include "format/atomic_file.h"
 #include "format/cact.h"
 #include "format/mapped_file.h"
+#include "format/sha256.h"
 #include "grammar/schema.h"
 #include "kernels/dispatch.h"
 #include "options.h"
+#include "report/bench_record.h"
 #include "report/log.h"
 #include "report/system.h"
 #include "report/timer.h"
@@ -33,6 +37,7 @@
 #include "text/json_text.h"
 #include "text/prompt.h"
 #include "text/tokenizer.h"
+#include "version.h"
 
 namespace needle::cli {
 
@@ -50,6 +55,9 @@ struct RunArgs {
   std::string query_file;  // -f: the first query's text
   std::string batch_path;  // --batch: JSONL requests
   std::string isa;
+  std::string report_path;  // --report: bench records of the turns answered
+  int64_t kv_window = -1;   // --kv-window (-1: not given = the header's)
+  bool interactive = false;
   int64_t max_tokens = 256;  // checked: 0 <= max_tokens <= the model's max_seq_len
   bool print_prompt = false;
   bool raw = false;
@@ -158,10 +166,77 @@ void LogVerbose(const session::Reply& reply, const session::Session& s, double l
   spdlog::debug("{}", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
 }
 
+// --report FILE.json: one bench record per answered turn (a real request: its prompt and
+// generated tokens, prefill, first token and decode times, the process's peak RSS), written as
+// `bench -o json` writes them, atomically, when the run ends.
+class TurnReport {
+ public:
+  TurnReport(const RunArgs& a, const format::CactFile& file, const session::SessionConfig& cfg,
+             double load_seconds)
+      : path_(a.report_path), model_(a.model.path), load_seconds_(load_seconds), cfg_(cfg) {
+    if (path_.empty()) return;
+    sha_ = format::Sha256Hex(file.bytes());
+    bytes_ = file.bytes().size();
+  }
+  // A turn: `context_tokens` fed before generating (prefix included when it was prefilled for
+  // this turn), `prefill_seconds` for them, then the decode.
+  void Add(size_t context_tokens, const session::TurnResult& t, double prefill_seconds) {
+    if (path_.empty()) return;
+    report::BenchRecord r;
+    r.model = model_;
+    r.model_sha256 = sha_;
+    r.model_bytes = bytes_;
+    r.isa = (cfg_.kernels ? *cfg_.kernels : kernels::ActiveKernels()).isa;
+    r.path = model::NumericPathName(cfg_.numerics);
+    r.threads = cfg_.threads;
+    r.prompt_tokens = static_cast<int>(context_tokens);
+    r.gen_tokens = static_cast<int>(t.generated_ids.size());
+    r.chunk = 32;
+    r.repetitions = 1;
+    r.load_seconds = load_seconds_;
+    r.prefill_tok_s.push_back(context_tokens / std::max(prefill_seconds, 1e-9));
+    if (!t.generated_ids.empty()) r.decode_tok_s.push_back(t.decode_tps);
+    // The first token is chosen from the prefill's last logits.
+    r.first_token_s.push_back(prefill_seconds);
+    r.total_s.push_back(prefill_seconds + t.decode_seconds);
+    r.peak_rss_bytes = report::PeakRssBytes();
+    records_.push_back(std::move(r));
+  }
+  void Write() const {
+    if (path_.empty()) return;
+    report::SystemInfo sys = report::GetSystemInfo();
+    sys.isas = kernels::AvailableIsas();
+    sys.commit = GitCommit();
+    sys.build_type = BuildType();
+    const std::string text = report::Render(records_, sys, report::BenchFormat::kJson);
+    format::WriteFileAtomic(path_, {reinterpret_cast<const uint8_t*>(text.data()), text.size()});
+  }
+
+ private:
+  std::string path_, model_, sha_;
+  uint64_t bytes_ = 0;
+  double load_seconds_;
+  session::SessionConfig cfg_;
+  std::vector<report::BenchRecord> records_;
+};
+
+// The tokens a turn prefilled and how long that took: the turn's own ids, plus the tools prefix
+// when this turn is the session's first and the prefix was not restored from a cache.
+std::pair<size_t, double> TurnPrefill(const session::Session& s, const session::TurnResult& t,
+                                      bool first_turn) {
+  size_t tokens = t.turn_ids.size();
+  double seconds = t.prefill_seconds;
+  if (first_turn && !s.prefix_from_cache() && !t.context_rebuilt) {
+    tokens += s.prefix_ids().size();
+    seconds += s.prefix_seconds();
+  }
+  return {tokens, seconds};
+}
+
 // --batch: one request per line, answered on one loaded model; one envelope (or error object)
 // per non-blank line on stdout, flushed line by line. Lines that fail make the exit code 1.
 void RunBatch(const RunArgs& a, const format::CactFile& file, const std::string& default_tools,
-              const session::SessionConfig& cfg, double load_seconds) {
+              const session::SessionConfig& cfg, double load_seconds, TurnReport& report) {
   const std::string label = a.batch_path == "-" ? std::string("<stdin>") : a.batch_path;
   std::ifstream file_in;
   std::istream* in = &std::cin;
@@ -192,6 +267,8 @@ void RunBatch(const RunArgs& a, const format::CactFile& file, const std::string&
           pool.Get(req.system.value_or(a.system), req.tools.value_or(default_tools), &reused);
       const session::Reply reply = s.Respond(req.query, static_cast<int>(max_tokens));
       fmt::print("{}\n", reply.EnvelopeJson());
+      const auto [tokens, seconds] = TurnPrefill(s, reply.turn, !reused);
+      report.Add(tokens, reply.turn, seconds);
       if (a.verbose) LogVerbose(reply, s, load_seconds, reused);
     } catch (const Error& e) {
       ++failed;
@@ -206,6 +283,78 @@ void RunBatch(const RunArgs& a, const format::CactFile& file, const std::string&
   if (failed > 0) SetExitCode(1);
 }
 
+// --interactive: a conversation read from stdin, a line per turn (after a turn with calls the
+// next line is the tool result); lines starting with '/' are commands. On a terminal a prompt
+// and hints go to stderr; stdout carries only the envelopes, so it can be piped.
+void RunInteractive(const RunArgs& a, const format::CactFile& file, std::string tools_json,
+                    const session::SessionConfig& cfg, const report::Stopwatch& load) {
+  const bool tty = ::isatty(STDIN_FILENO) && ::isatty(STDERR_FILENO);
+  std::string system = a.system;
+  auto s = std::make_unique<session::Session>(file, cfg, system, tools_json);
+  TurnReport report(a, file, cfg, load.Seconds() - s->prefix_seconds());
+  bool first_turn = true, awaiting_result = false;
+  const char* help =
+      "commands: /reset (forget the conversation), /tools FILE (new tool list; resets), "
+      "/system TEXT (new system prompt; resets), /help, /quit (or end of input)";
+  if (tty)
+    fmt::print(stderr, "needle run: {} tools, budget {} tokens per reply. {}\n", s->num_tools(),
+               a.max_tokens, help);
+  std::string line;
+  while (true) {
+    if (tty) fmt::print(stderr, "{}", awaiting_result ? "tool result> " : "> ");
+    if (!std::getline(std::cin, line)) break;
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (line.empty()) continue;
+    if (line[0] == '/') {
+      const size_t space = line.find(' ');
+      const std::string cmd = line.substr(0, space);
+      const std::string arg = space == std::string::npos ? "" : line.substr(space + 1);
+      try {
+        if (cmd == "/quit" || cmd == "/exit") break;
+        if (cmd == "/help") {
+          fmt::print(stderr, "{}\n", help);
+        } else if (cmd == "/reset") {
+          s->Reset();
+          first_turn = true;
+          awaiting_result = false;
+          if (tty) fmt::print(stderr, "conversation reset\n");
+        } else if (cmd == "/tools" || cmd == "/system") {
+          if (cmd == "/tools" && arg.empty()) Fail<UsageError>("/tools needs a FILE");
+          std::string next_tools = tools_json, next_system = system;
+          if (cmd == "/tools") {
+            next_tools = ReadTextInput(arg);
+            ValidateTools(next_tools, arg);
+          } else {
+            next_system = arg;
+          }
+          s = std::make_unique<session::Session>(file, cfg, next_system, next_tools);
+          tools_json = std::move(next_tools);
+          system = std::move(next_system);
+          first_turn = true;
+          awaiting_result = false;
+          if (tty) fmt::print(stderr, "{} tools; conversation reset\n", s->num_tools());
+        } else {
+          Fail<UsageError>("unknown command {} ({})", cmd, help);
+        }
+      } catch (const Error& e) {
+        // A bad command never ends the session; the conversation is unchanged.
+        fmt::print(stderr, "needle: error: {}\n", e.what());
+      }
+      continue;
+    }
+    const session::Reply reply = s->Respond(line, static_cast<int>(a.max_tokens));
+    fmt::print("{}\n", reply.EnvelopeJson());
+    std::fflush(stdout);
+    const auto [tokens, seconds] = TurnPrefill(*s, reply.turn, first_turn);
+    report.Add(tokens, reply.turn, seconds);
+    first_turn = false;
+    awaiting_result = reply.type == "call" && reply.success && reply.function_calls != "[]";
+    if (a.verbose) LogVerbose(reply, *s, load.Seconds(), false);
+  }
+  if (std::cin.bad()) Fail<IoError>("<stdin>: read failed");
+  report.Write();
+}
+
 void Run(RunArgs& a) {
   if (a.max_tokens < 0) Fail<UsageError>("-n/--max-tokens must be >= 0 (got {})", a.max_tokens);
   if (a.max_tokens > static_cast<int64_t>(format::kMaxSeqLen))
@@ -217,10 +366,13 @@ void Run(RunArgs& a) {
   const std::string stdin_user = batch ? "--batch" : "-f";
   if (a.tools_path == "-" && (batch ? a.batch_path : a.query_file) == "-")
     Fail<UsageError>("--tools - and {} - both read stdin; give one of them a file", stdin_user);
-  if (!batch) {
+  if (a.interactive && a.tools_path == "-")
+    Fail<UsageError>("--tools - and --interactive both read stdin; give --tools a file");
+  if (!batch && !a.interactive) {
     if (!a.query_file.empty()) a.queries.insert(a.queries.begin(), ReadQueryFile(a.query_file));
     if (a.queries.empty())
-      Fail<UsageError>("no query: give a QUERY argument, -f FILE or --batch FILE.jsonl");
+      Fail<UsageError>(
+          "no query: give a QUERY argument, -f FILE, --batch FILE.jsonl or --interactive");
     if (a.queries.size() > 1 && (a.raw || a.print_prompt))
       Fail<UsageError>(
           "{} takes one query; got {} (more queries continue a conversation, which {} "
@@ -237,21 +389,36 @@ void Run(RunArgs& a) {
                      file.geometry().max_seq_len, a.model.path);
   if (a.print_prompt) return PrintPrompt(file, a, tools_json);
 
+  if (a.kv_window > static_cast<int64_t>(file.geometry().max_seq_len))
+    Fail<UsageError>("--kv-window {} is above the model's max_seq_len {} ({})", a.kv_window,
+                     file.geometry().max_seq_len, a.model.path);
+
   session::SessionConfig cfg;
   cfg.threads = a.threads.Resolve();
   cfg.numerics = model::ParseNumericPath(a.numerics.numerics);
   cfg.prefix_cache_dir = a.prefix_cache;
   cfg.kernels = a.isa.empty() ? nullptr : &kernels::KernelsFor(a.isa);
   cfg.protocol.trace = report::LogEnabled("trace");  // --trace or --log-level trace
-  if (batch) return RunBatch(a, file, tools_json, cfg, load.Seconds());
+  if (a.kv_window > 0) cfg.kv_window = static_cast<uint32_t>(a.kv_window);
+  if (batch) {
+    TurnReport report(a, file, cfg, load.Seconds());
+    RunBatch(a, file, tools_json, cfg, load.Seconds(), report);
+    return report.Write();
+  }
+  if (a.interactive) return RunInteractive(a, file, tools_json, cfg, load);
   session::Session s(file, cfg, a.system, tools_json);
   const double load_seconds = load.Seconds() - s.prefix_seconds();
+  TurnReport report(a, file, cfg, load_seconds);
   if (!a.raw) {
     // One envelope per turn and line (also --jsonl); --json: one array of them. Envelopes are
     // printed as the engine writes them (key order, number formats), never re-serialized.
     std::string turns;
+    bool first_turn = true;
     for (const std::string& q : a.queries) {
       const session::Reply reply = s.Respond(q, static_cast<int>(a.max_tokens));
+      const auto [tokens, seconds] = TurnPrefill(s, reply.turn, first_turn);
+      report.Add(tokens, reply.turn, seconds);
+      first_turn = false;
       if (a.output.json) {
         turns += (turns.empty() ? "[" : ",") + reply.EnvelopeJson();
       } else {
@@ -261,9 +428,14 @@ void Run(RunArgs& a) {
       if (a.verbose) LogVerbose(reply, s, load_seconds, false);
     }
     if (a.output.json) fmt::print("{}]\n", turns);
-    return;
+    return report.Write();
   }
   const session::TurnResult r = s.Complete(a.queries.front(), static_cast<int>(a.max_tokens));
+  {
+    const auto [tokens, seconds] = TurnPrefill(s, r, true);
+    report.Add(tokens, r, seconds);
+    report.Write();
+  }
   const double peak_mb = double(report::PeakRssBytes()) / (1024.0 * 1024.0);
   const size_t prefill_tokens = s.prefix_ids().size() + r.turn_ids.size();
   const double prefill_seconds = s.prefix_seconds() + r.prefill_seconds;
@@ -346,8 +518,24 @@ void RegisterRun(CLI::App& app) {
       "-v,--verbose", a->verbose,
       "Also log each turn's ids, generated text, budget use and Hc/Dc on stderr (log level "
       "debug)");
+  auto* kv_window =
+      cmd->add_option("--kv-window", a->kv_window,
+                      "Sliding attention window in positions, besides the pinned tools prefix "
+                      "(default: the model header's kv_window)")
+          ->check(CLI::Range(int64_t{1}, int64_t{format::kMaxSeqLen}));
+  auto* report = cmd->add_option("--report", a->report_path,
+                                 "Also write the bench records (bench -o json schema) of the "
+                                 "turns answered: tokens, prefill, first token, decode, peak RSS")
+                     ->type_name("FILE.json");
+  auto* interactive = cmd->add_flag(
+      "-i,--interactive", a->interactive,
+      "A conversation on stdin, a line per turn (/reset, /tools FILE, /system TEXT, /help, "
+      "/quit); one envelope per turn on stdout");
   a->output.Attach(cmd);
   batch->excludes(print_prompt)->excludes(raw)->excludes("--json");
+  interactive->excludes(query)->excludes(query_file)->excludes(batch)->excludes(print_prompt);
+  interactive->excludes(raw)->excludes("--json");
+  print_prompt->excludes(kv_window)->excludes(report);
   // --print-prompt runs no decoding (nothing to budget, log or accelerate, no prefix state), and
   // --raw logs no turn (-v's JSON lines are the protocol's).
   for (CLI::Option* unused : {raw, max_tokens, prefix_cache, isa, trace, verbose})
