@@ -118,3 +118,50 @@ TEST_CASE("embed gives the vectors run's tool retrieval ranks tools with",
   }
   CHECK(checked > 0);
 }
+
+TEST_CASE("embed --confidence is the head confidence run reports before any reply token",
+          "[cli][embed]") {
+  // run -n 0 generates nothing, so its Hc (the -v debug line) pools exactly the rendered prompt:
+  // the same number as embed --confidence's probability, bit for bit, on both numeric paths and
+  // with retrieval (7 tools: each query renders the 5 it retrieves).
+  const json golden =
+      json::parse(std::ifstream(DataPath("golden/session-v2/small-crafted-0.8.session.json")));
+  std::string many_tools;
+  for (const json& c : golden["cases"])
+    if (c["tools"].size() > 5) many_tools = c["tools_text"].get<std::string>();
+  REQUIRE(!many_tools.empty());
+  TempDir dir;
+  std::ofstream(dir / "many.json") << many_tools;
+  const std::string two = std::string(NEEDLE_EXAMPLES_DIR) + "/tools.json";
+  size_t checked = 0;
+  const std::vector<std::string> all_numerics = {"official", "f32"};
+  const std::vector<std::string> all_tools = {two, dir / "many.json"};
+  const std::vector<std::string> queries = {"Set a timer for 5 minutes.", "hello there"};
+  for (const std::string& numerics : all_numerics)
+    for (const std::string& tools : all_tools)
+      for (const std::string& query : queries) {
+        INFO(numerics << " " << tools << " " << query);
+        const std::string model = ModelPath("small-crafted-0.8.cact");
+        const json e = EmbedJson({model, "--confidence", "--tools", tools, "--system", "Be brief.",
+                                  "--numerics", numerics, query});
+        REQUIRE(e["confidence"].size() == 1);
+        const CliResult r = RunCli({"run", model, "--tools", tools, "--system", "Be brief.",
+                                    "--numerics", numerics, "-n", "0", "-v", query});
+        REQUIRE(r.exit_code == 0);
+        const std::string prefix = "needle: debug: ";
+        REQUIRE(r.err.rfind(prefix, 0) == 0);
+        const json debug = json::parse(Lines(r.err).front().substr(prefix.size()));
+        REQUIRE(debug["generated_ids"].empty());
+        CHECK(e["confidence"][0]["probability"].get<double>() ==
+              debug["head_confidence"].get<double>());
+        ++checked;
+      }
+  CHECK(checked == 8);
+  // Text output, and a usage error without queries or with --system but no --confidence.
+  const std::string model = ModelPath("small.cact");
+  const CliResult text = RunCli({"embed", model, "--confidence", "hi"});
+  REQUIRE(text.exit_code == 0);
+  CHECK(text.out.find("confidence logit") != std::string::npos);
+  CHECK(RunCli({"embed", model, "--confidence"}).exit_code == 2);
+  CHECK(RunCli({"embed", model, "--system", "x", "hi"}).exit_code == 2);
+}

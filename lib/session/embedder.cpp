@@ -44,4 +44,40 @@ std::vector<float> ContrastiveEmbedder::Embed(std::string_view text) {
   return e;
 }
 
+ConfidenceScorer::ConfidenceScorer(std::shared_ptr<const model::Model> model,
+                                   const EmbedderConfig& config)
+    : model_(std::move(model)) {
+  const int head = FindHead(*model_, format::HeadKind::kConfidence);
+  if (head < 0) Fail<InvalidInput>("{}: the model has no confidence head", model_->file().path());
+  head_ = static_cast<size_t>(head);
+  const auto& g = model_->file().geometry();
+  model::DecoderConfig dc;
+  dc.kv_window = g.kv_window;
+  dc.max_sink_len = g.max_seq_len;
+  dc.max_positions = g.max_seq_len;
+  dc.threads = config.threads;
+  dc.path = config.numerics;
+  dc.kernels = config.kernels;
+  dc.pool_heads = true;
+  decoder_ = std::make_unique<model::Decoder>(*model_, dc);
+}
+
+float ConfidenceScorer::Logit(std::span<const int32_t> first, std::span<const int32_t> second,
+                              uint32_t sink_len) {
+  const uint32_t limit = model_->file().geometry().max_seq_len;
+  const size_t n = first.size() + second.size();
+  if (n == 0 || n > limit)
+    Fail<InvalidInput>("{}: a context of {} tokens (1 to max_seq_len {} allowed)",
+                       model_->file().path(), n, limit);
+  if (sink_len > first.size())
+    Fail<InvalidInput>("sink_len {} exceeds the first prefill's {} tokens", sink_len, first.size());
+  decoder_->Reset();
+  if (decoder_->config().kv_window) decoder_->SetSinkLen(sink_len);
+  if (!first.empty()) decoder_->Prefill(first, {});
+  if (!second.empty()) decoder_->Prefill(second, {});
+  float logit = 0;
+  decoder_->HeadOutput(head_, {&logit, 1});
+  return logit;
+}
+
 }  // namespace needle::session
