@@ -249,8 +249,9 @@ TEST_CASE("usage errors end with a hint naming the subcommand's --help", "[cli][
   CheckUsageError({"--log-level", "loud", "run", tiny, "hi"}, "run", {"loud"});
 }
 
-TEST_CASE("--json is one compact document and --jsonl the same content as records + a summary",
-          "[cli][json]") {
+TEST_CASE(
+    "json output: --json is one compact document, --jsonl the same content as records + a summary",
+    "[cli][json]") {
   const std::string tiny = ModelPath("tiny.cact"), small = ModelPath("small.cact");
   const std::string tools = std::string(NEEDLE_EXAMPLES_DIR) + "/tools.json";
   const std::string golden = std::string(NEEDLE_TEST_DATA) + "/golden/tiny/golden.json";

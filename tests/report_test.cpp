@@ -117,7 +117,7 @@ TEST_CASE("the CPU model comes from /proc/cpuinfo: x86 model name, ARM board and
   CHECK(j["system"]["cpu"] == sys.cpu_model);
 }
 
-TEST_CASE("bench records carry first-token, pg and chunk; missing times are null", "[report]") {
+TEST_CASE("bench records carry first-token, pg and chunk, and null for missing times", "[report]") {
   BenchRecord r;
   r.prompt_tokens = 30;
   r.gen_tokens = 10;

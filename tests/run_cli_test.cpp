@@ -213,7 +213,7 @@ TEST_CASE("run --interactive: a conversation on stdin with /reset, /tools, /syst
   CHECK(RunCli({"run", model, "-i", "--tools", "-"}).exit_code == 2);
 }
 
-TEST_CASE("run --kv-window changes the attention window; --report writes bench records",
+TEST_CASE("run: --kv-window changes the attention window, --report writes bench records",
           "[cli][run]") {
   const std::string model = ModelPath("small.cact");
   const std::string tools = std::string(NEEDLE_EXAMPLES_DIR) + "/tools.json";
