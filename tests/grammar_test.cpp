@@ -1,14 +1,18 @@
 // The tool-call grammar against the language PROTOCOL.md section 3 specifies, and the first-byte
 // token index against a brute-force check of every token.
 #include <catch2/catch.hpp>
+#include <cstring>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "grammar/call_grammar.h"
 #include "grammar/schema.h"
+#include "test_util.h"
 
 using namespace needle::grammar;
+using namespace needle::testing;
 
 namespace {
 
@@ -159,4 +163,122 @@ TEST_CASE("token mask equals a brute-force check of every token", "[grammar]") {
   }
   CHECK(s.complete());
   CHECK(checked > 10000);
+}
+
+TEST_CASE("value limits: minLength and numeric ranges are enforced only when asked", "[grammar]") {
+  const char* tool =
+      R"({"name":"t","parameters":{"type":"object","properties":{"h":{"type":"integer","minimum":0,"maximum":23},"n":{"type":"number","minimum":-1,"exclusiveMaximum":2.5},"s":{"type":"string","minLength":3},"d":{"type":"integer","minimum":-500,"maximum":-20},"x":{"type":"integer","minimum":10,"exclusiveMinimum":true,"maximum":12},"p":{"type":"number","exclusiveMinimum":0}}}})";
+  CompatOptions strict;
+  strict.enforce_value_limits = true;
+  const CallGrammar g(BuildCallSchema({tool}), strict);
+  const CallGrammar engine(BuildCallSchema({tool}));  // the engine: no limits while generating
+  auto call = [](const std::string& args) {
+    return R"([{"name":"t","arguments":{)" + args + "}}]";
+  };
+  // Integers: a prefix is refused as soon as no completion can end in range.
+  CHECK(Complete(g, call(R"("h":23)")));
+  CHECK(Complete(g, call(R"("h":0)")));
+  CHECK(Complete(g, call(R"("h":007)")));  // leading zeros are accepted (the engine's rule)
+  CHECK_FALSE(Accepts(g, call(R"("h":24)").substr(0, 33)));
+  CHECK_FALSE(Accepts(g, R"([{"name":"t","arguments":{"h":3)"
+                         "0"));
+  CHECK(Accepts(g, R"([{"name":"t","arguments":{"h":-)"));  // "-0" is 0
+  CHECK_FALSE(Accepts(g, R"([{"name":"t","arguments":{"h":-1)"));
+  CHECK_FALSE(Accepts(g, R"([{"name":"t","arguments":{"x":-)"));
+  CHECK(Complete(engine, call(R"("h":444)")));
+  CHECK(Complete(engine, call(R"("h":-1)")));
+  // Negative ranges: "-2" can still become -20..-299; "-1" cannot end (below 20 in magnitude)
+  // but can go on ("-10" .. "-19" are out, "-100" is in).
+  CHECK(Complete(g, call(R"("d":-20)")));
+  CHECK(Complete(g, call(R"("d":-500)")));
+  CHECK_FALSE(Complete(g, call(R"("d":-19)")));
+  CHECK_FALSE(Complete(g, call(R"("d":-501)")));
+  CHECK(Complete(g, call(R"("d":-100)")));
+  CHECK_FALSE(Accepts(g, R"([{"name":"t","arguments":{"d":5)"));
+  // Draft-4 boolean exclusiveMinimum: 10 excluded, 11 and 12 in.
+  CHECK_FALSE(Complete(g, call(R"("x":10)")));
+  CHECK(Complete(g, call(R"("x":11)")));
+  CHECK_FALSE(Complete(g, call(R"("x":13)")));
+  // Numbers: checked when they close (a fraction or exponent can still bring them in range).
+  CHECK(Complete(g, call(R"("n":2.4)")));
+  CHECK(Complete(g, call(R"("n":-1)")));
+  CHECK(Complete(g, call(R"("n":25e-1)")) == false);  // 2.5: the maximum is exclusive
+  CHECK(Complete(g, call(R"("n":24e-1)")));
+  CHECK(Complete(g, call(R"("n":-0.5E+0)")));
+  CHECK_FALSE(Complete(g, call(R"("n":-1.01)")));
+  CHECK_FALSE(Complete(g, call(R"("p":0e99999)")));  // zero, whatever the exponent
+  CHECK_FALSE(Complete(g, call(R"("p":-0.0)")));
+  CHECK(Complete(g, call(R"("p":1e-300)")));
+  CHECK(Accepts(g, R"([{"name":"t","arguments":{"n":7)"));  // 7e-1 is still possible
+  CHECK_FALSE(Accepts(g, R"([{"name":"t","arguments":{"n":7,)"));
+  // minLength: the closing quote waits for 3 characters (escapes count as one).
+  CHECK_FALSE(Complete(g, call(R"("s":"ab")")));
+  CHECK(Complete(g, call(R"("s":"a\nb")")));
+  CHECK(Complete(engine, call(R"("s":"ab")")));
+}
+
+TEST_CASE("every complete call the grammar lets through validates against its JSON schema",
+          "[grammar][schema]") {
+  // Random byte-level walks through the grammar (printable ASCII, a bias towards closing so that
+  // walks end) on tools with ranges, exclusive bounds, lengths, enums, nested items and nulls;
+  // each complete call array goes to an independent validator (python3-jsonschema). With the
+  // limits enforced every parsed call must validate; without them (the engine's grammar) some
+  // must fail: the check is able to fail.
+  const std::string tools_path = DataPath("schema/walk-tools.json");
+  const auto bytes = ReadBytes(tools_path);
+  const nlohmann::json tools = nlohmann::json::parse(bytes.begin(), bytes.end());
+  std::vector<std::string> objects;
+  for (const auto& t : tools) objects.push_back(t.dump());
+  for (const bool enforce : {true, false}) {
+    INFO("enforce_value_limits " << enforce);
+    CompatOptions compat;
+    compat.enforce_value_limits = enforce;
+    const CallGrammar g(BuildCallSchema(objects), compat);
+    std::mt19937 rng(enforce ? 7 : 8);
+    std::string out;
+    int complete = 0;
+    for (int walk = 0; walk < 600 && complete < 300; ++walk) {
+      GrammarState s = g.Start(true);
+      std::string text;
+      for (int step = 0; step < 400 && !s.complete(); ++step) {
+        std::vector<uint8_t> ok;
+        for (int c = 32; c < 127; ++c) {
+          GrammarState t = s;
+          if (g.Feed(t, static_cast<uint8_t>(c))) ok.push_back(static_cast<uint8_t>(c));
+        }
+        if (ok.empty()) break;  // a dead end (possible without the limits: the engine's too)
+        // Closing bytes get more weight as the text grows, so walks end; escapes are rare (a
+        // `\u` in a key is accepted before the grammar knows it matches no key: a dead end).
+        std::vector<double> w;
+        for (const uint8_t c : ok)
+          w.push_back(c == '\\' ? 0.02 : std::strchr("\"}],", c) ? 1.0 + text.size() / 8.0 : 1.0);
+        const uint8_t c = ok[std::discrete_distribution<size_t>(w.begin(), w.end())(rng)];
+        g.Feed(s, c);
+        text.push_back(static_cast<char>(c));
+      }
+      if (!s.complete()) {
+        if (walk < 3) UNSCOPED_INFO("incomplete walk: " << text);
+        continue;
+      }
+      ++complete;
+      out += text + "\n";
+    }
+    REQUIRE(complete >= 100);
+    TempDir dir;
+    const std::string calls = dir / "calls.txt";
+    WriteBytes(calls, std::vector<uint8_t>(out.begin(), out.end()));
+    std::vector<std::string> args = {std::string(NEEDLE_TEST_DATA) + "/../validate_calls.py",
+                                     tools_path, calls};
+    if (!enforce) args.push_back("--expect-invalid");
+    const CliResult r = RunProgram("/usr/bin/python3", args);
+    INFO(r.out << r.err);
+    CHECK(r.exit_code == 0);
+    const nlohmann::json summary = nlohmann::json::parse(r.out);
+    if (enforce) {
+      CHECK(summary["valid"].get<int>() >= 100);
+      CHECK(summary["invalid"] == 0);
+    } else {
+      CHECK(summary["invalid"].get<int>() > 0);
+    }
+  }
 }

@@ -264,3 +264,34 @@ TEST_CASE("run: --kv-window changes the attention window, --report writes bench 
   const auto b2 = ReadBytes(report);
   CHECK(nlohmann::json::parse(std::string(b2.begin(), b2.end()))["records"].size() == 2);
 }
+
+TEST_CASE("run --enforce-schema keeps values in the schema's range where the engine does not",
+          "[cli][run]") {
+  // A session-v2 golden turn where the official engine writes "hour":444... (maximum 23) until
+  // the budget ends; with --enforce-schema the hour is a valid one and the call closes.
+  const json golden =
+      json::parse(std::ifstream(DataPath("golden/session-v2/small-crafted-0.8.session.json")));
+  const json& c = golden["cases"][3];
+  TempDir dir;
+  std::ofstream(dir / "tools.json") << c["tools_text"].get<std::string>();
+  const std::string model = ModelPath("small-crafted-0.8.cact");
+  const std::string query = c["steps"][0]["input"];
+  auto calls = [&](bool enforce) {
+    std::vector<std::string> args = {"run", model, "--tools", dir / "tools.json", "-n", "50", "-v"};
+    if (enforce) args.push_back("--enforce-schema");
+    args.push_back(query);
+    const CliResult r = RunCli(args);
+    INFO(r.err);
+    REQUIRE(r.exit_code == 0);
+    const std::string prefix = "needle: debug: ";
+    REQUIRE(r.err.rfind(prefix, 0) == 0);
+    return json::parse(Lines(r.err).front().substr(prefix.size()))["calls"].get<std::string>();
+  };
+  const std::string engine = calls(false), strict = calls(true);
+  CHECK(engine.find("\"hour\":44444") != std::string::npos);
+  CHECK(strict.find("\"hour\":44") == std::string::npos);
+  CHECK(strict.find("\"hour\":4}") != std::string::npos);
+  // Refused where nothing is generated under the call grammar.
+  CHECK(RunCli({"run", model, "--raw", "--enforce-schema", "hi"}).exit_code == 2);
+  CHECK(RunCli({"run", model, "--print-prompt", "--enforce-schema", "hi"}).exit_code == 2);
+}

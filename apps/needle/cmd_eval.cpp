@@ -32,6 +32,7 @@ struct EvalArgs {
   OutputArgs output;
   ThreadArgs threads;
   NumericsArgs numerics;
+  SchemaArgs schema;
   std::string data_path;
   std::string tools_path;
   std::string system;
@@ -97,6 +98,7 @@ void Eval(const EvalArgs& a) {
   cfg.numerics = model::ParseNumericPath(a.numerics.numerics);
   cfg.prefix_cache_dir = a.prefix_cache;
   cfg.kernels = a.isa.empty() ? nullptr : &kernels::KernelsFor(a.isa);
+  cfg.protocol.compat.enforce_value_limits = a.schema.enforce;
   session::SessionPool pool(file, cfg);
 
   size_t exact = 0, errors = 0;
@@ -240,6 +242,7 @@ void RegisterEval(CLI::App& app) {
   cmd->add_option("--min-accuracy", a->min_accuracy,
                   "Exit 1 when the exact-call accuracy (0..1) is below this")
       ->check(CLI::Range(0.0, 1.0));
+  a->schema.Attach(cmd);
   cmd->add_option("--prefix-cache", a->prefix_cache,
                   "Folder of persisted tools-prefix states (as needle run --prefix-cache)");
   a->threads.Attach(cmd);

@@ -48,6 +48,7 @@ struct RunArgs {
   OutputArgs output;
   ThreadArgs threads;
   NumericsArgs numerics;
+  SchemaArgs schema;
   std::string tools_path;
   std::string prefix_cache;
   std::string system;
@@ -399,6 +400,7 @@ void Run(RunArgs& a) {
   cfg.prefix_cache_dir = a.prefix_cache;
   cfg.kernels = a.isa.empty() ? nullptr : &kernels::KernelsFor(a.isa);
   cfg.protocol.trace = report::LogEnabled("trace");  // --trace or --log-level trace
+  cfg.protocol.compat.enforce_value_limits = a.schema.enforce;
   if (a.kv_window > 0) cfg.kv_window = static_cast<uint32_t>(a.kv_window);
   if (batch) {
     TurnReport report(a, file, cfg, load.Seconds());
@@ -500,6 +502,7 @@ void RegisterRun(CLI::App& app) {
           ->default_val(256);
   a->threads.Attach(cmd);
   a->numerics.Attach(cmd);
+  a->schema.Attach(cmd);
   auto* isa =
       cmd->add_option("--isa", a->isa,
                       "Force a kernel ISA (scalar, avx2, avx512, neon, dotprod); default: fastest");
@@ -535,7 +538,8 @@ void RegisterRun(CLI::App& app) {
   batch->excludes(print_prompt)->excludes(raw)->excludes("--json");
   interactive->excludes(query)->excludes(query_file)->excludes(batch)->excludes(print_prompt);
   interactive->excludes(raw)->excludes("--json");
-  print_prompt->excludes(kv_window)->excludes(report);
+  print_prompt->excludes(kv_window)->excludes(report)->excludes("--enforce-schema");
+  raw->excludes("--enforce-schema");
   // --print-prompt runs no decoding (nothing to budget, log or accelerate, no prefix state), and
   // --raw logs no turn (-v's JSON lines are the protocol's).
   for (CLI::Option* unused : {raw, max_tokens, prefix_cache, isa, trace, verbose})

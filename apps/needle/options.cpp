@@ -103,6 +103,12 @@ void NumericsArgs::Attach(CLI::App* cmd) {
       ->default_val("official");
 }
 
+void SchemaArgs::Attach(CLI::App* cmd) {
+  cmd->add_flag("--enforce-schema", enforce,
+                "Also keep call values within the schema's minimum/maximum/exclusive bounds and "
+                "minLength while generating (the official engine does not: off gives its answers)");
+}
+
 namespace {
 constexpr char kBracketMark = '\x1f';  // unit separator: never the start of a real argument
 std::vector<std::string>& LiteralSubcommands() {

@@ -50,6 +50,13 @@ struct NumericsArgs {
   void Attach(CLI::App* cmd);
 };
 
+// --enforce-schema: also prune call values that cannot satisfy minimum / maximum / exclusive
+// bounds and minLength (grammar::CompatOptions::enforce_value_limits; the engine does not).
+struct SchemaArgs {
+  bool enforce = false;
+  void Attach(CLI::App* cmd);
+};
+
 // CLI11 splits an argument written in brackets ("[a,b]") into items when it goes to a list option
 // or positional; a query or tool result that is a JSON array must arrive as written. Call
 // KeepBracketedArguments(cmd) after a subcommand's options are added; main() parses the

@@ -2,6 +2,7 @@
 #include "grammar/call_grammar.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 
 namespace needle::grammar {
@@ -16,6 +17,64 @@ constexpr std::string_view kNamePrefix = "\"name\":\"";        // after the call
 constexpr std::string_view kArgumentsKey = ",\"arguments\":";  // after the name's `"`
 
 bool IsDigit(uint8_t c) { return c >= '0' && c <= '9'; }
+
+// Number frames track their value (Frame::digits, scale, exponent) for schema ranges.
+constexpr uint64_t kDigitCap = 100000000000000000ULL;  // 1e17: one more digit still fits
+
+void AddDigit(Frame& f, uint8_t c, bool fraction) {
+  if (f.digits < kDigitCap) {
+    f.digits = f.digits * 10 + (c - '0');
+    if (fraction) --f.scale;
+  } else if (!fraction) {
+    ++f.scale;  // beyond 18 digits only the magnitude is kept
+  }
+}
+
+void AddExponentDigit(Frame& f, uint8_t c) {
+  if (f.exponent < 100000) f.exponent = f.exponent * 10 + (c - '0');
+}
+
+double NumberValue(const Frame& f) {
+  const int e = f.scale + (f.exp_negative ? -f.exponent : f.exponent);
+  if (f.digits == 0) return f.negative ? -0.0 : 0.0;  // 0e99999 is 0 (0 * inf would be NaN)
+  const double m = static_cast<double>(f.digits);
+  // Dividing by an exact power of ten rounds correctly where multiplying by 10^-k would not.
+  const double v = e >= 0 ? m * std::pow(10.0, e) : m / std::pow(10.0, -e);
+  return f.negative ? -v : v;
+}
+
+bool InRange(const SchemaNode& n, double v) {
+  if (v < n.minimum || (n.exclusive_minimum && v == n.minimum)) return false;
+  return !(v > n.maximum || (n.exclusive_maximum && v == n.maximum));
+}
+
+// Whether an integer whose sign and leading digits are fixed can still end in the node's range:
+// digits m can become m itself or m * 10^k + r (0 <= r < 10^k; leading zeros are accepted).
+bool IntegerViable(const SchemaNode& n, const Frame& f, bool has_digit) {
+  if (!n.has_range || f.digits >= kDigitCap) return true;  // untracked: checked when it closes
+  const long double lo = n.exclusive_minimum ? std::floor(static_cast<long double>(n.minimum)) + 1
+                                             : std::ceil(static_cast<long double>(n.minimum));
+  const long double hi = n.exclusive_maximum ? std::ceil(static_cast<long double>(n.maximum)) - 1
+                                             : std::floor(static_cast<long double>(n.maximum));
+  if (lo > hi) return false;
+  auto meets = [&](long double a, long double b) {  // magnitudes [a, b], then the sign
+    const long double x = f.negative ? -b : a, y = f.negative ? -a : b;
+    return x <= hi && y >= lo;
+  };
+  const auto m = static_cast<long double>(f.digits);
+  if (has_digit && meets(m, m)) return true;
+  long double p = 10;
+  for (int k = 1; k <= 19; ++k, p *= 10)
+    if (meets(m * p, m * p + p - 1)) return true;
+  return false;
+}
+
+// A number frame's sign: whether a value <= 0 can still satisfy the node (numbers can reach any
+// magnitude through a fraction or an exponent; integers are checked digit by digit).
+bool NegativeViable(const SchemaNode& n, const Frame& f) {
+  if (f.integer_only) return IntegerViable(n, f, false);
+  return !n.has_range || n.minimum < 0 || (n.minimum == 0 && !n.exclusive_minimum);
+}
 bool IsHex(uint8_t c) { return IsDigit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'); }
 int HexValue(uint8_t c) {
   if (IsDigit(c)) return c - '0';
@@ -429,6 +488,8 @@ CallGrammar::Result CallGrammar::Step(GrammarState& s, uint8_t c) const {
       switch (f.phase) {
         case 0:
           if (c == '"') {
+            if (compat_.enforce_value_limits && f.count < n.min_length)
+              return Result::kReject;  // minLength: not yet
             --s.depth;
             ValueDone(s);
             return Result::kAccept;
@@ -468,29 +529,48 @@ CallGrammar::Result CallGrammar::Step(GrammarState& s, uint8_t c) const {
       }
     }
     case FrameKind::kNumber: {
+      const SchemaNode& n = schema_.nodes[f.node];
+      const bool ranges = compat_.enforce_value_limits && n.has_range;
       auto end = [&] {
+        // A value outside the schema's range cannot end here (it may still go on).
+        if (ranges && !InRange(n, NumberValue(f))) return Result::kReject;
         --s.depth;
         ValueDone(s);
         return Result::kPopAndRefeed;
       };
+      // An integer digit: kept only while the value can still end in range.
+      auto integer_digit = [&] {
+        AddDigit(f, c, false);
+        return !ranges || !f.integer_only || IntegerViable(n, f, true) ? Result::kAccept
+                                                                       : Result::kReject;
+      };
       const bool digit = IsDigit(c);
       switch (f.phase) {
         case 0:
-          if (c == '-')
+          if (c == '-') {
             f.phase = 1;
-          else if (digit)
-            f.phase = 2;
-          else
-            return Result::kReject;
-          return Result::kAccept;
+            f.negative = true;
+            return !ranges || NegativeViable(n, f) ? Result::kAccept : Result::kReject;
+          }
+          if (!digit) return Result::kReject;
+          f.phase = 2;
+          return integer_digit();
         case 1:
+          if (!digit) return Result::kReject;
+          f.phase = 2;
+          return integer_digit();
         case 3:
+          if (!digit) return Result::kReject;
+          f.phase = 4;
+          AddDigit(f, c, true);
+          return Result::kAccept;
         case 6:
           if (!digit) return Result::kReject;
-          f.phase = f.phase == 1 ? 2 : f.phase == 3 ? 4 : 7;
+          f.phase = 7;
+          AddExponentDigit(f, c);
           return Result::kAccept;
         case 2:
-          if (digit) return Result::kAccept;
+          if (digit) return integer_digit();
           if (!f.integer_only && c == '.') {
             f.phase = 3;
             return Result::kAccept;
@@ -501,22 +581,31 @@ CallGrammar::Result CallGrammar::Step(GrammarState& s, uint8_t c) const {
           }
           return end();
         case 4:
-          if (digit) return Result::kAccept;
+          if (digit) {
+            AddDigit(f, c, true);
+            return Result::kAccept;
+          }
           if (c == 'e' || c == 'E') {
             f.phase = 5;
             return Result::kAccept;
           }
           return end();
         case 5:
-          if (c == '+' || c == '-')
+          if (c == '+' || c == '-') {
             f.phase = 6;
-          else if (digit)
+            f.exp_negative = c == '-';
+          } else if (digit) {
             f.phase = 7;
-          else
+            AddExponentDigit(f, c);
+          } else {
             return Result::kReject;
+          }
           return Result::kAccept;
         default:
-          if (digit) return Result::kAccept;
+          if (digit) {
+            AddExponentDigit(f, c);
+            return Result::kAccept;
+          }
           return end();
       }
     }

@@ -33,6 +33,10 @@ struct CompatOptions {
   // `}` inside a string value refused while its object lacks required keys (engine behaviour,
   // measured: docs/PROTOCOL-NOTES.md item 10).
   bool refuse_brace_in_string = true;
+  // Not the engine: also prune values that cannot satisfy the schema's minimum / maximum /
+  // exclusive bounds and minLength (the engine checks neither while generating: measured, its
+  // integers leave the range). Off = the engine's answers; on = every emitted value satisfies them.
+  bool enforce_value_limits = false;
 };
 
 // Literal sets of Frame::literal_set.
@@ -54,6 +58,11 @@ struct Frame {
   uint8_t hex_digits = 0;
   uint8_t utf8_len = 0, utf8_pos = 0;  // kKey: bytes of a decoded escape still to compare
   std::array<char, 4> utf8{};
+  // kNumber: sign, the decimal digits so far (saturating at 18 digits), the power of ten they
+  // are scaled by (minus the fraction digits, plus integer digits beyond 18) and the exponent.
+  bool negative = false, exp_negative = false;
+  uint64_t digits = 0;
+  int32_t scale = 0, exponent = 0;
 };
 
 inline constexpr int kMaxDepth = 24;

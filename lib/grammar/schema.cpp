@@ -42,6 +42,30 @@ int64_t LimitOr(const Json& j, const char* key, int64_t fallback, const std::str
                                   : static_cast<int64_t>(it->get<double>());
 }
 
+// minimum / maximum / exclusiveMinimum / exclusiveMaximum: a number sets the bound (a numeric
+// exclusive one, draft 6+, makes it strict; the tighter bound wins), `true` (draft 4) makes
+// minimum / maximum strict. Values that are not finite numbers are ignored.
+void ReadRange(const Json& j, SchemaNode* n) {
+  auto number = [&](const char* key, double* out) {
+    auto it = j.find(key);
+    if (it == j.end() || !it->is_number() || !std::isfinite(it->get<double>())) return false;
+    *out = it->get<double>();
+    return true;
+  };
+  auto flag = [&](const char* key) {
+    auto it = j.find(key);
+    return it != j.end() && it->is_boolean() && it->get<bool>();
+  };
+  double v;
+  if (number("minimum", &v)) n->minimum = v, n->exclusive_minimum = flag("exclusiveMinimum");
+  if (number("maximum", &v)) n->maximum = v, n->exclusive_maximum = flag("exclusiveMaximum");
+  if (number("exclusiveMinimum", &v) && v >= n->minimum)
+    n->minimum = v, n->exclusive_minimum = true;
+  if (number("exclusiveMaximum", &v) && v <= n->maximum)
+    n->maximum = v, n->exclusive_maximum = true;
+  n->has_range = std::isfinite(n->minimum) || std::isfinite(n->maximum);
+}
+
 class Builder {
  public:
   explicit Builder(CallSchema* out) : out_(out) {}
@@ -84,7 +108,8 @@ class Builder {
                            n.enum_literals.size(), kMaxKeys);
     }
     n.max_length = LimitOr(j, "maxLength", -1, where);
-    (void)LimitOr(j, "minLength", 0, where);  // not enforced by the grammar, but checked
+    n.min_length = LimitOr(j, "minLength", 0, where);
+    ReadRange(j, &n);
     if (auto p = j.find("properties"); p != j.end() && p->is_object() && !p->empty()) {
       if (!n.types) n.types = kTypeObject;
       n.open_object = false;

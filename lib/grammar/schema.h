@@ -1,7 +1,10 @@
 // Tool schemas reduced to what the call grammar enforces (PROTOCOL.md section 3): per node the
-// allowed JSON types, enum literals, string length, object keys/required keys and array items.
+// allowed JSON types, enum literals, string lengths, numeric ranges, object keys/required keys and
+// array items (ranges and minLength only on request: CompatOptions). Never enforced: pattern and
+// format.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -32,6 +35,14 @@ struct SchemaNode {
   bool has_enum = false;
   std::vector<std::string> enum_literals;
   int64_t max_length = -1;  // strings: characters; -1 = unbounded
+  int64_t min_length = 0;   // strings: the closing quote is refused before this many characters
+  // Numbers: minimum / maximum (exclusive when the flag is set; draft 4's boolean
+  // exclusiveMinimum/Maximum and draft 6's numeric ones both read). Used, with min_length, only
+  // under CompatOptions::enforce_value_limits: integers pruned digit by digit (no prefix that
+  // cannot end in range), other numbers checked when they close.
+  bool has_range = false;
+  double minimum = -HUGE_VAL, maximum = HUGE_VAL;
+  bool exclusive_minimum = false, exclusive_maximum = false;
   // Objects: declared properties (first kMaxKeys), their schema nodes, required mask.
   // `open_object`: no properties declared, so any object is accepted.
   std::vector<std::string> keys;
