@@ -71,7 +71,8 @@ bool OnPath(const std::string& program) {
   while (start <= p.size()) {
     const size_t colon = p.find(':', start);
     const std::string dir = p.substr(start, colon == std::string::npos ? colon : colon - start);
-    if (!dir.empty() && ::access((dir + "/" + program).c_str(), X_OK) == 0) return true;
+    if (!dir.empty() && ::access((std::filesystem::path(dir) / program).c_str(), X_OK) == 0)
+      return true;
     if (colon == std::string::npos) break;
     start = colon + 1;
   }

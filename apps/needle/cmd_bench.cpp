@@ -83,6 +83,7 @@ std::string PlotRecords(const std::vector<report::BenchRecord>& records) {
   size_t best = 0, best_count = 0;
   for (size_t k = 0; k < std::size(axes); ++k) {
     std::vector<double> v;
+    v.reserve(records.size());
     for (const auto& r : records) v.push_back(axes[k].get(r));
     std::sort(v.begin(), v.end());
     const size_t n = std::unique(v.begin(), v.end()) - v.begin();
