@@ -9,8 +9,12 @@
 set -uo pipefail
 completion="$1"
 needle="$2"
-# shellcheck disable=SC1090
-source "$completion" || { echo "FAIL: cannot source $completion"; exit 1; }
+# Sourced inside a function, as bash-completion's loader does (the tables must stay global).
+load() {
+  # shellcheck disable=SC1090
+  source "$completion"
+}
+load || { echo "FAIL: cannot source $completion"; exit 1; }
 [[ "$(complete -p needle)" == "complete -F _needle needle" ]] || {
   echo "FAIL: needle is not registered: $(complete -p needle 2>&1)"
   exit 1
