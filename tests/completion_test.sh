@@ -51,6 +51,25 @@ check() {
   fi
 }
 sorted() { printf '%s\n' "$@" | sort | tr '\n' ' ' | sed 's/ $//'; }
+# check_has WORDS WORD... : each of WORDS is offered exactly once (other words may be too).
+check_has() {
+  local wanted="$1" word offered count
+  shift
+  local got
+  got="$(complete_line "$@")"
+  cases=$((cases + 1))
+  for word in $wanted; do
+    count=0
+    for offered in $got; do
+      [[ $offered == "$word" ]] && count=$((count + 1))
+    done
+    if [[ $count -ne 1 ]]; then
+      printf 'FAIL: %s<TAB> offers %s %s times (want once)\n  got: %s\n' "$*" "$word" "$count" "$got"
+      failures=$((failures + 1))
+      return
+    fi
+  done
+}
 
 # Negative control: the comparison is not vacuous.
 if [[ "$(complete_line needle ru)" == "rum" ]]; then
@@ -67,8 +86,8 @@ check "run" needle -q ru
 # Options: the subcommand's own, then the global ones (once).
 check "--numerics" needle run --num
 check "--tensors" needle inspect --te
-check "$(sorted --help --json --log-level --no-mmap --quiet --tensors --version)" \
-  needle inspect --
+check_has "--help --json --log-level --no-mmap --quiet --tensors --version" needle inspect --
+check_has "--help --max-tokens --numerics --tools --log-level --quiet" needle run --
 check "$(sorted --help --log-level --quiet --version)" needle --
 check "$(sorted --prompt-tokens)" needle bench --pr
 # Enumerated values.
