@@ -36,7 +36,7 @@ fi
 
 # Records (cli-help.awk) of one command to table entries:
 #   O <names...>            its options
-#   V <option> <kind>       an option that takes a value: words:<w1 w2..>, file or none
+#   V <option> <kind>       an option that takes a value: words:<w1 w2..>, dir, file or none
 #   P <kind>[...]           a positional: cact, dir, file or none; "..." when it repeats
 # Fails on an option whose values it should know but cannot find (the help changed).
 to_table() {
@@ -78,6 +78,8 @@ to_table() {
         kind = "words:" values
       } else if (type ~ /^(INT|UINT|FLOAT)/) {
         kind = "none"
+      } else if (type ~ /_DIR$/) {
+        kind = "dir"
       } else if (type ~ /FILE|^[A-Z_]+\.[a-z]+/ || tolower($3) ~ /file|folder|model/) {
         kind = "file"  # a path: FILE, MODEL.cact, or a description naming a file or folder
       } else {

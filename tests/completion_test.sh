@@ -117,6 +117,7 @@ check "models/c.cact" needle verify models/
 check "a.cact b.cact models out" needle run -n 5 -t 2 --numerics f32 ""
 check "a.cact b.cact models out" needle bench a.cact ""
 check "models out" needle dequant a.cact ""
+check "models out" needle bench a.cact --official ""
 check "a.cact b.cact models notes.txt out tools.json" needle run a.cact --tools ""
 check "tools.json" needle run --tools to
 check "a.cact b.cact models notes.txt out tools.json" needle eval a.cact ""
