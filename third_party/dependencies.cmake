@@ -47,9 +47,10 @@ find_package(Threads REQUIRED)
 find_package(Git QUIET)
 
 # Tests only (NEEDLE_BUILD_TESTS): Catch2 v2 >= 2.13.10 (catch2; v2 only: v3 is another API,
-# and its version file accepts 2.x only) for the unit tests; python3 >= 3.11 (python3; with
-# python3-numpy and python3-sentencepiece for some tests) for the docs, tokenizer-corpus and
-# dataset tests, which are skipped when it is missing.
+# and its version file accepts 2.x only) for the unit tests; python3 >= 3.11 (python3, with
+# python3-numpy and python3-sentencepiece) for the docs, tokenizer-corpus and dataset tests,
+# which are not registered without it. (The grammar tests run python3 with python3-jsonschema
+# themselves.)
 if(NEEDLE_BUILD_TESTS)
   find_package(Catch2 2.13.10 REQUIRED)
   find_package(Python3 3.11 COMPONENTS Interpreter)
