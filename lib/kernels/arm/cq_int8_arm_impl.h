@@ -54,26 +54,17 @@ inline void StoreLayout(uint32_t code_bits, const int8_t* column_order, int8_t* 
 
 inline void QuantizeActs(const float* x, size_t n, size_t cols, size_t ldx, size_t in_pad,
                          uint32_t code_bits, int8_t* q, float* scales) {
-  const size_t groups = in_pad / kI8Group;
-  alignas(16) float padded[kI8Group];
-  alignas(16) int8_t column_order[kI8Group];
-  for (size_t t = 0; t < n; ++t) {
-    const float* xt = x + t * ldx;
-    for (size_t g = 0; g < groups; ++g) {
-      const size_t base = g * kI8Group;
-      float32x4_t v[kI8Group / F32x4Neon::kLanes];
-      const float m = GroupWhtLanes<F32x4Neon>(I8GroupInput(xt, cols, g, padded), v);
-      const float s = m > 0.f ? m / 127.0f : 1.0f;
-      const float inv = 1.0f / s;
-      scales[t * groups + g] = s;
-      for (size_t i = 0; i < 32; i += 4)
-        vst1q_s8(column_order + 4 * i, LowBytes(RoundToI32(vmulq_n_f32(v[i], inv)),
-                                                RoundToI32(vmulq_n_f32(v[i + 1], inv)),
-                                                RoundToI32(vmulq_n_f32(v[i + 2], inv)),
-                                                RoundToI32(vmulq_n_f32(v[i + 3], inv))));
-      StoreLayout(code_bits, column_order, q + t * in_pad + base);
-    }
-  }
+  // The NEON rounding (RoundToI32) and code layout of one transformed group.
+  auto emit = [code_bits](const float32x4_t* v, float inv, int8_t* dst) {
+    alignas(16) int8_t column_order[kI8Group];
+    for (size_t i = 0; i < 32; i += 4)
+      vst1q_s8(
+          column_order + 4 * i,
+          LowBytes(RoundToI32(vmulq_n_f32(v[i], inv)), RoundToI32(vmulq_n_f32(v[i + 1], inv)),
+                   RoundToI32(vmulq_n_f32(v[i + 2], inv)), RoundToI32(vmulq_n_f32(v[i + 3], inv))));
+    StoreLayout(code_bits, column_order, dst);
+  };
+  QuantizeGroupsLanes<F32x4Neon>(x, n, cols, ldx, in_pad, q, scales, emit);
 }
 
 // ---- int8 dots ----
