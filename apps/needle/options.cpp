@@ -105,8 +105,9 @@ void NumericsArgs::Attach(CLI::App* cmd) {
 
 void SchemaArgs::Attach(CLI::App* cmd) {
   cmd->add_flag("--enforce-schema", enforce,
-                "Also keep call values within the schema's minimum/maximum/exclusive bounds and "
-                "minLength while generating (the official engine does not: off gives its answers)");
+                "Also keep call values within the schema's minimum/maximum/exclusive bounds, "
+                "minLength, pattern and regular formats while generating (the official engine "
+                "does not: off gives its answers)");
 }
 
 namespace {

@@ -51,7 +51,8 @@ struct NumericsArgs {
 };
 
 // --enforce-schema: also prune call values that cannot satisfy minimum / maximum / exclusive
-// bounds and minLength (grammar::CompatOptions::enforce_value_limits; the engine does not).
+// bounds, minLength, pattern and the regular formats (grammar::CompatOptions::
+// enforce_value_limits; the engine does not).
 struct SchemaArgs {
   bool enforce = false;
   void Attach(CLI::App* cmd);

@@ -325,6 +325,7 @@ CallGrammar::Result CallGrammar::StartValue(GrammarState& s, int32_t node, uint8
     f.mask = AllBits(std::min(n.enum_literals.size(), kMaxKeys));
   } else if (c == '"' && allows(kTypeString)) {
     f.kind = FrameKind::kString;
+    if (n.pattern >= 0) f.pattern = schema_.patterns[static_cast<size_t>(n.pattern)].Start();
     s.frames[s.depth++] = f;
     return Result::kAccept;
   } else if ((c == '-' || IsDigit(c)) && allows(kTypeInteger | kTypeNumber)) {
@@ -481,15 +482,22 @@ CallGrammar::Result CallGrammar::Step(GrammarState& s, uint8_t c) const {
       return KeyByte(s, f, c);
     case FrameKind::kString: {
       const SchemaNode& n = schema_.nodes[f.node];
-      auto count_char = [&] {
+      // A character of the value (`ch`: its code point, or kOtherChar for any non-ASCII one):
+      // counted against maxLength and, with a pattern, fed to its automaton.
+      const Pattern* pattern = compat_.enforce_value_limits && n.pattern >= 0
+                                   ? &schema_.patterns[static_cast<size_t>(n.pattern)]
+                                   : nullptr;
+      auto count_char = [&](uint32_t ch) {
         ++f.count;
-        return n.max_length < 0 || f.count <= n.max_length;
+        if (n.max_length >= 0 && f.count > n.max_length) return false;
+        return pattern == nullptr || pattern->Step(f.pattern, ch);
       };
       switch (f.phase) {
         case 0:
           if (c == '"') {
             if (compat_.enforce_value_limits && f.count < n.min_length)
               return Result::kReject;  // minLength: not yet
+            if (pattern && !pattern->Accepts(f.pattern)) return Result::kReject;
             --s.depth;
             ValueDone(s);
             return Result::kAccept;
@@ -509,21 +517,26 @@ CallGrammar::Result CallGrammar::Step(GrammarState& s, uint8_t c) const {
               if (!pn.open_object && (p.mask & pn.required) != pn.required) return Result::kReject;
             }
           }
-          return count_char() ? Result::kAccept : Result::kReject;
-        case 1:
+          return count_char(c < 0x80 ? c : kOtherChar) ? Result::kAccept : Result::kReject;
+        case 1: {
           if (c == 'u') {
             f.phase = 2;
+            f.hex = 0;
             f.hex_digits = 0;
             return Result::kAccept;
           }
-          if (!SimpleEscape(c)) return Result::kReject;
+          const uint8_t decoded = SimpleEscape(c);
+          if (!decoded) return Result::kReject;
           f.phase = 0;
-          return count_char() ? Result::kAccept : Result::kReject;
+          return count_char(decoded) ? Result::kAccept : Result::kReject;
+        }
         default:
           if (!IsHex(c)) return Result::kReject;
+          f.hex = f.hex * 16 + HexValue(c);
           if (++f.hex_digits == 4) {
             f.phase = 0;
-            return count_char() ? Result::kAccept : Result::kReject;
+            return count_char(f.hex < 0x80 ? f.hex : kOtherChar) ? Result::kAccept
+                                                                 : Result::kReject;
           }
           return Result::kAccept;
       }

@@ -23,6 +23,7 @@
 #include <string_view>
 #include <vector>
 
+#include "grammar/pattern.h"
 #include "grammar/schema.h"
 
 namespace needle::grammar {
@@ -34,8 +35,9 @@ struct CompatOptions {
   // measured: docs/PROTOCOL-NOTES.md item 10).
   bool refuse_brace_in_string = true;
   // Not the engine: also prune values that cannot satisfy the schema's minimum / maximum /
-  // exclusive bounds and minLength (the engine checks neither while generating: measured, its
-  // integers leave the range). Off = the engine's answers; on = every emitted value satisfies them.
+  // exclusive bounds, minLength, pattern and the regular formats (grammar/pattern.h) (the engine
+  // checks none of them while generating: measured, its integers leave the range). Off = the
+  // engine's answers; on = every emitted value satisfies them.
   bool enforce_value_limits = false;
 };
 
@@ -63,6 +65,7 @@ struct Frame {
   bool negative = false, exp_negative = false;
   uint64_t digits = 0;
   int32_t scale = 0, exponent = 0;
+  PatternSet pattern{};  // kString with a schema pattern / format: the automaton's states
 };
 
 inline constexpr int kMaxDepth = 24;

@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "base/error.h"
 
@@ -70,6 +71,20 @@ class Builder {
  public:
   explicit Builder(CallSchema* out) : out_(out) {}
 
+  // `pattern` (a string), else a regular `format`: compiled into out_->patterns; unsupported
+  // expressions are left unpruned.
+  void ReadPattern(const Json& j, SchemaNode* n) {
+    std::optional<Pattern> p;
+    if (auto it = j.find("pattern"); it != j.end() && it->is_string()) {
+      p = Pattern::Compile(it->get<std::string>());
+    } else if (auto f = j.find("format"); f != j.end() && f->is_string()) {
+      p = Pattern::ForFormat(f->get<std::string>());
+    }
+    if (!p) return;
+    n->pattern = static_cast<int32_t>(out_->patterns.size());
+    out_->patterns.push_back(std::move(*p));
+  }
+
   // Appends the node for schema `j` (and its children); returns its index.
   // `where` names the node in errors: "tool 'set_timer' property 'minutes'".
   int32_t Add(const Json& j, int depth, const std::string& where) {
@@ -110,6 +125,7 @@ class Builder {
     n.max_length = LimitOr(j, "maxLength", -1, where);
     n.min_length = LimitOr(j, "minLength", 0, where);
     ReadRange(j, &n);
+    ReadPattern(j, &n);
     if (auto p = j.find("properties"); p != j.end() && p->is_object() && !p->empty()) {
       if (!n.types) n.types = kTypeObject;
       n.open_object = false;

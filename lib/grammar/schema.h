@@ -1,7 +1,6 @@
 // Tool schemas reduced to what the call grammar enforces (PROTOCOL.md section 3): per node the
 // allowed JSON types, enum literals, string lengths, numeric ranges, object keys/required keys and
-// array items (ranges and minLength only on request: CompatOptions). Never enforced: pattern and
-// format.
+// array items (ranges, minLength, pattern and format only on request: CompatOptions).
 #pragma once
 
 #include <cmath>
@@ -9,6 +8,8 @@
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "grammar/pattern.h"
 
 namespace needle::grammar {
 
@@ -43,6 +44,9 @@ struct SchemaNode {
   bool has_range = false;
   double minimum = -HUGE_VAL, maximum = HUGE_VAL;
   bool exclusive_minimum = false, exclusive_maximum = false;
+  // Strings: index into CallSchema::patterns of the node's `pattern` (or, without one, of its
+  // `format` when that has a regular shape); -1 = none or not supported (then not pruned).
+  int32_t pattern = -1;
   // Objects: declared properties (first kMaxKeys), their schema nodes, required mask.
   // `open_object`: no properties declared, so any object is accepted.
   std::vector<std::string> keys;
@@ -62,6 +66,7 @@ struct ToolSchema {
 // All tools of one tools text; nodes[0] is the "any value" node.
 struct CallSchema {
   std::vector<SchemaNode> nodes;
+  std::vector<Pattern> patterns;
   std::vector<ToolSchema> tools;
 };
 
