@@ -21,26 +21,26 @@ bool IsDigit(uint8_t c) { return c >= '0' && c <= '9'; }
 // Number frames track their value (Frame::digits, scale, exponent) for schema ranges.
 constexpr uint64_t kDigitCap = 100000000000000000ULL;  // 1e17: one more digit still fits
 
-void AddDigit(Frame& f, uint8_t c, bool fraction) {
-  if (f.digits < kDigitCap) {
-    f.digits = f.digits * 10 + (c - '0');
-    if (fraction) --f.scale;
+void AddDigit(NumberState& num, uint8_t c, bool fraction) {
+  if (num.digits < kDigitCap) {
+    num.digits = num.digits * 10 + (c - '0');
+    if (fraction) --num.scale;
   } else if (!fraction) {
-    ++f.scale;  // beyond 18 digits only the magnitude is kept
+    ++num.scale;  // beyond 18 digits only the magnitude is kept
   }
 }
 
-void AddExponentDigit(Frame& f, uint8_t c) {
-  if (f.exponent < 100000) f.exponent = f.exponent * 10 + (c - '0');
+void AddExponentDigit(NumberState& num, uint8_t c) {
+  if (num.exponent < 100000) num.exponent = num.exponent * 10 + (c - '0');
 }
 
-double NumberValue(const Frame& f) {
-  const int e = f.scale + (f.exp_negative ? -f.exponent : f.exponent);
-  if (f.digits == 0) return f.negative ? -0.0 : 0.0;  // 0e99999 is 0 (0 * inf would be NaN)
-  const double m = static_cast<double>(f.digits);
+double NumberValue(const NumberState& num) {
+  const int e = num.scale + (num.exp_negative ? -num.exponent : num.exponent);
+  if (num.digits == 0) return num.negative ? -0.0 : 0.0;  // 0e99999 is 0 (0 * inf would be NaN)
+  const double m = static_cast<double>(num.digits);
   // Dividing by an exact power of ten rounds correctly where multiplying by 10^-k would not.
   const double v = e >= 0 ? m * std::pow(10.0, e) : m / std::pow(10.0, -e);
-  return f.negative ? -v : v;
+  return num.negative ? -v : v;
 }
 
 bool InRange(const SchemaNode& n, double v) {
@@ -50,18 +50,18 @@ bool InRange(const SchemaNode& n, double v) {
 
 // Whether an integer whose sign and leading digits are fixed can still end in the node's range:
 // digits m can become m itself or m * 10^k + r (0 <= r < 10^k; leading zeros are accepted).
-bool IntegerViable(const SchemaNode& n, const Frame& f, bool has_digit) {
-  if (!n.has_range || f.digits >= kDigitCap) return true;  // untracked: checked when it closes
+bool IntegerViable(const SchemaNode& n, const NumberState& num, bool has_digit) {
+  if (!n.has_range || num.digits >= kDigitCap) return true;  // untracked: checked when it closes
   const long double lo = n.exclusive_minimum ? std::floor(static_cast<long double>(n.minimum)) + 1
                                              : std::ceil(static_cast<long double>(n.minimum));
   const long double hi = n.exclusive_maximum ? std::ceil(static_cast<long double>(n.maximum)) - 1
                                              : std::floor(static_cast<long double>(n.maximum));
   if (lo > hi) return false;
   auto meets = [&](long double a, long double b) {  // magnitudes [a, b], then the sign
-    const long double x = f.negative ? -b : a, y = f.negative ? -a : b;
+    const long double x = num.negative ? -b : a, y = num.negative ? -a : b;
     return x <= hi && y >= lo;
   };
-  const auto m = static_cast<long double>(f.digits);
+  const auto m = static_cast<long double>(num.digits);
   if (has_digit && meets(m, m)) return true;
   long double p = 10;
   for (int k = 1; k <= 19; ++k, p *= 10)
@@ -71,8 +71,8 @@ bool IntegerViable(const SchemaNode& n, const Frame& f, bool has_digit) {
 
 // A number frame's sign: whether a value <= 0 can still satisfy the node (numbers can reach any
 // magnitude through a fraction or an exponent; integers are checked digit by digit).
-bool NegativeViable(const SchemaNode& n, const Frame& f) {
-  if (f.integer_only) return IntegerViable(n, f, false);
+bool NegativeViable(const SchemaNode& n, const Frame& f, const NumberState& num) {
+  if (f.integer_only) return IntegerViable(n, num, false);
   return !n.has_range || n.minimum < 0 || (n.minimum == 0 && !n.exclusive_minimum);
 }
 bool IsHex(uint8_t c) { return IsDigit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'); }
@@ -169,6 +169,8 @@ void CallGrammar::CopyState(const GrammarState& from, GrammarState* to) {
   std::copy(from.done_hashes.begin(), from.done_hashes.begin() + from.calls_done,
             to->done_hashes.begin());
   to->require_call = from.require_call;
+  to->number = from.number;
+  to->pattern = from.pattern;
 }
 
 bool CallGrammar::Feed(GrammarState& s, uint8_t c) const {
@@ -325,12 +327,13 @@ CallGrammar::Result CallGrammar::StartValue(GrammarState& s, int32_t node, uint8
     f.mask = AllBits(std::min(n.enum_literals.size(), kMaxKeys));
   } else if (c == '"' && allows(kTypeString)) {
     f.kind = FrameKind::kString;
-    if (n.pattern >= 0) f.pattern = schema_.patterns[static_cast<size_t>(n.pattern)].Start();
+    if (n.pattern >= 0) s.pattern = schema_.patterns[static_cast<size_t>(n.pattern)].Start();
     s.frames[s.depth++] = f;
     return Result::kAccept;
   } else if ((c == '-' || IsDigit(c)) && allows(kTypeInteger | kTypeNumber)) {
     f.kind = FrameKind::kNumber;
     f.integer_only = !allows(kTypeNumber);
+    s.number = NumberState{};
   } else if ((c == 't' || c == 'f') && allows(kTypeBoolean)) {
     f.kind = FrameKind::kLiteral;
     f.literal_set = kLiteralsBool;
@@ -490,14 +493,14 @@ CallGrammar::Result CallGrammar::Step(GrammarState& s, uint8_t c) const {
       auto count_char = [&](uint32_t ch) {
         ++f.count;
         if (n.max_length >= 0 && f.count > n.max_length) return false;
-        return pattern == nullptr || pattern->Step(f.pattern, ch);
+        return pattern == nullptr || pattern->Step(s.pattern, ch);
       };
       switch (f.phase) {
         case 0:
           if (c == '"') {
             if (compat_.enforce_value_limits && f.count < n.min_length)
               return Result::kReject;  // minLength: not yet
-            if (pattern && !pattern->Accepts(f.pattern)) return Result::kReject;
+            if (pattern && !pattern->Accepts(s.pattern)) return Result::kReject;
             --s.depth;
             ValueDone(s);
             return Result::kAccept;
@@ -546,24 +549,25 @@ CallGrammar::Result CallGrammar::Step(GrammarState& s, uint8_t c) const {
       const bool ranges = compat_.enforce_value_limits && n.has_range;
       auto end = [&] {
         // A value outside the schema's range cannot end here (it may still go on).
-        if (ranges && !InRange(n, NumberValue(f))) return Result::kReject;
+        if (ranges && !InRange(n, NumberValue(s.number))) return Result::kReject;
         --s.depth;
         ValueDone(s);
         return Result::kPopAndRefeed;
       };
       // An integer digit: kept only while the value can still end in range.
       auto integer_digit = [&] {
-        AddDigit(f, c, false);
-        return !ranges || !f.integer_only || IntegerViable(n, f, true) ? Result::kAccept
-                                                                       : Result::kReject;
+        if (!ranges) return Result::kAccept;
+        AddDigit(s.number, c, false);
+        return !f.integer_only || IntegerViable(n, s.number, true) ? Result::kAccept
+                                                                   : Result::kReject;
       };
       const bool digit = IsDigit(c);
       switch (f.phase) {
         case 0:
           if (c == '-') {
             f.phase = 1;
-            f.negative = true;
-            return !ranges || NegativeViable(n, f) ? Result::kAccept : Result::kReject;
+            s.number.negative = true;
+            return !ranges || NegativeViable(n, f, s.number) ? Result::kAccept : Result::kReject;
           }
           if (!digit) return Result::kReject;
           f.phase = 2;
@@ -575,12 +579,12 @@ CallGrammar::Result CallGrammar::Step(GrammarState& s, uint8_t c) const {
         case 3:
           if (!digit) return Result::kReject;
           f.phase = 4;
-          AddDigit(f, c, true);
+          if (ranges) AddDigit(s.number, c, true);
           return Result::kAccept;
         case 6:
           if (!digit) return Result::kReject;
           f.phase = 7;
-          AddExponentDigit(f, c);
+          if (ranges) AddExponentDigit(s.number, c);
           return Result::kAccept;
         case 2:
           if (digit) return integer_digit();
@@ -595,7 +599,7 @@ CallGrammar::Result CallGrammar::Step(GrammarState& s, uint8_t c) const {
           return end();
         case 4:
           if (digit) {
-            AddDigit(f, c, true);
+            if (ranges) AddDigit(s.number, c, true);
             return Result::kAccept;
           }
           if (c == 'e' || c == 'E') {
@@ -606,17 +610,17 @@ CallGrammar::Result CallGrammar::Step(GrammarState& s, uint8_t c) const {
         case 5:
           if (c == '+' || c == '-') {
             f.phase = 6;
-            f.exp_negative = c == '-';
+            s.number.exp_negative = c == '-';
           } else if (digit) {
             f.phase = 7;
-            AddExponentDigit(f, c);
+            if (ranges) AddExponentDigit(s.number, c);
           } else {
             return Result::kReject;
           }
           return Result::kAccept;
         default:
           if (digit) {
-            AddExponentDigit(f, c);
+            if (ranges) AddExponentDigit(s.number, c);
             return Result::kAccept;
           }
           return end();

@@ -46,6 +46,15 @@ inline constexpr uint8_t kLiteralsEnum = 0, kLiteralsBool = 1, kLiteralsNull = 2
 
 enum class FrameKind : uint8_t { kTop, kCall, kObject, kArray, kKey, kString, kNumber, kLiteral };
 
+// A number value read so far (for schema ranges): sign, the decimal digits (saturating at 18
+// digits), the power of ten they are scaled by (minus the fraction digits, plus integer digits
+// beyond 18) and the exponent.
+struct NumberState {
+  uint64_t digits = 0;
+  int32_t scale = 0, exponent = 0;
+  bool negative = false, exp_negative = false;
+};
+
 // One level of the pushdown stack. Plain data: states are copied per candidate token.
 struct Frame {
   FrameKind kind = FrameKind::kTop;
@@ -60,12 +69,6 @@ struct Frame {
   uint8_t hex_digits = 0;
   uint8_t utf8_len = 0, utf8_pos = 0;  // kKey: bytes of a decoded escape still to compare
   std::array<char, 4> utf8{};
-  // kNumber: sign, the decimal digits so far (saturating at 18 digits), the power of ten they
-  // are scaled by (minus the fraction digits, plus integer digits beyond 18) and the exponent.
-  bool negative = false, exp_negative = false;
-  uint64_t digits = 0;
-  int32_t scale = 0, exponent = 0;
-  PatternSet pattern{};  // kString with a schema pattern / format: the automaton's states
 };
 
 inline constexpr int kMaxDepth = 24;
@@ -78,6 +81,11 @@ struct GrammarState {
   int calls_done = 0;
   std::array<uint64_t, kMaxRememberedCalls> done_hashes{};
   bool require_call = false;  // `[]` refused (tool-result turns)
+  // The value being read when the top frame is a number (its value so far) or a string with a
+  // schema pattern / format (the automaton's states). Values never nest, so the state holds one
+  // of each instead of every frame (frames are copied per candidate token).
+  NumberState number;
+  PatternSet pattern;
 
   bool dead() const { return depth == 0; }
   const Frame& top() const { return frames[depth - 1]; }
