@@ -33,6 +33,12 @@ CharSet Space() {
   s.set(kOtherChar);  // Unicode spaces (U+00A0, U+2028, ...) are non-ASCII: may be one
   return s;
 }
+// The only character of a one-character set (portable: libc++ has no bitset::_Find_first).
+int OnlyChar(const CharSet& s) {
+  for (size_t c = 0; c < s.size(); ++c)
+    if (s.test(c)) return static_cast<int>(c);
+  return -1;
+}
 CharSet NotOf(const CharSet& s) {
   CharSet all;
   all.set();
@@ -244,7 +250,7 @@ class Parser {
       if (static_cast<unsigned char>(c) >= 0x80) return Fail();
       if (c == '\\') {
         if (!Escape(&item, true)) return Fail();
-        if (item.count() == 1) lo = static_cast<int>(item._Find_first());
+        if (item.count() == 1) lo = OnlyChar(item);
       } else {
         item = Range(static_cast<uint8_t>(c), static_cast<uint8_t>(c));
         lo = static_cast<uint8_t>(c);
@@ -258,7 +264,7 @@ class Parser {
         if (d == '\\') {
           CharSet e;
           if (!Escape(&e, true) || e.count() != 1) return Fail();
-          hi = static_cast<int>(e._Find_first());
+          hi = OnlyChar(e);
         } else {
           hi = static_cast<uint8_t>(d);
         }
