@@ -429,30 +429,30 @@ double Session::CallTokenConfidence(const std::vector<uint8_t>& allowed,
     return !candidates[id] || id == chat.im_end || id == chat.think || id == chat.think_end ||
            id == chat.tool_call;
   };
+  // Masked tokens are skipped by the walk without counting: they stay out of the order.
+  order_.clear();
   float m = -INFINITY;
   for (int32_t id = 0; id < static_cast<int32_t>(logits_.size()); ++id)
-    if (!masked(id)) m = std::max(m, logits_[id]);
+    if (!masked(id)) {
+      m = std::max(m, logits_[id]);
+      order_.push_back(id);
+    }
   double sum = 0;
-  for (int32_t id = 0; id < static_cast<int32_t>(logits_.size()); ++id)
-    if (!masked(id)) sum += std::exp(double(logits_[id]) - m);
-  // Masked tokens are skipped by the walk without counting: leave them out of the sort.
-  order_.clear();
-  for (int32_t id = 0; id < static_cast<int32_t>(logits_.size()); ++id)
-    if (!masked(id)) order_.push_back(id);
-  auto by_logit = [&](int32_t a, int32_t b) {
-    return logits_[a] > logits_[b] || (logits_[a] == logits_[b] && a < b);
+  for (const int32_t id : order_) sum += std::exp(double(logits_[id]) - m);  // in id order
+  // Descending logit, ties by id: a strict total order, so the tokens come out in exactly the
+  // sorted order. The walk usually stops after a few tokens: a heap (linear to build) hands them
+  // out one at a time instead of sorting the vocabulary.
+  auto after_in_walk = [&](int32_t a, int32_t b) {
+    return logits_[a] < logits_[b] || (logits_[a] == logits_[b] && a > b);
   };
-  size_t sorted = std::min<size_t>(order_.size(), 256);
-  std::partial_sort(order_.begin(), order_.begin() + sorted, order_.end(), by_logit);
+  std::make_heap(order_.begin(), order_.end(), after_in_walk);
+  auto heap_end = order_.end();
   double mass = 0, valid = 0, chosen = -1;
   int after = 0;
-  for (size_t i = 0; i < order_.size(); ++i) {
-    if (i == sorted) {  // rare: the walk went past the sorted head
-      std::sort(order_.begin() + sorted, order_.end(), by_logit);
-      sorted = order_.size();
-    }
-    const int32_t id = order_[i];
-    if (masked(id)) continue;
+  while (heap_end != order_.begin()) {
+    std::pop_heap(order_.begin(), heap_end, after_in_walk);
+    --heap_end;
+    const int32_t id = *heap_end;
     if (chosen >= 0 && (mass >= pc.confidence_mass || after >= pc.confidence_walk)) break;
     if (chosen >= 0) ++after;
     const double p = std::exp(double(logits_[id]) - m) / sum;
