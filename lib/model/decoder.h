@@ -175,8 +175,10 @@ class Decoder {
   size_t num_probes_ = 0;          // over all heads
   std::vector<float> pool_stats_;  // [num_probes, 2]
   std::vector<float> pool_acc_;    // [num_probes, d]
-  std::vector<float> probes_;      // [num_probes, d] all heads' probes
-  float inv_sqrt_d_ = 0.f;         // score = inv_sqrt_d * dot(cell, probe)
+  // All heads' probes in blocks of kProbeBlock, element-major in a block: [blocks, d, 16].
+  static constexpr size_t kProbeBlock = 16;
+  std::vector<float> probes_;
+  float inv_sqrt_d_ = 0.f;  // score = inv_sqrt_d * dot(cell, probe)
   // The engine's cache bookkeeping (fn 67 / fn 78): valid flag, next position it expects, and
   // the start positions of the last forward calls (oldest first).
   bool pool_valid_ = true;
