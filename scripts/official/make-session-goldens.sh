@@ -4,6 +4,7 @@
 # phases, every value type and enum grounding, on the fixture models in tests/data/models.
 # Writes tests/data/golden/session-v2/<model>.session.json. Development tool, not part of CI.
 # Usage: OFFICIAL_PKG=<node_modules/@tyler71/cactus-needle2> scripts/official/make-session-goldens.sh [MODEL...]
+# MODEL: a fixture name (tests/data/models/MODEL.cact) or a path ending in .cact.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 if [ -z "${OFFICIAL_PKG:-}" ]; then
@@ -18,8 +19,10 @@ out=tests/data/golden/session-v2
 mkdir -p "$out"
 tmp=$(mktemp -d)
 python3 scripts/official/session_cases.py cases "$tmp/cases.jsonl"
-for m in "${models[@]}"; do
-  node scripts/official/engine_session.mjs "tests/data/models/$m.cact" "$tmp/cases.jsonl" > "$tmp/$m.jsonl"
+for arg in "${models[@]}"; do
+  # A fixture name (tests/data/models/NAME.cact) or a path to a .cact (e.g. examples/demo.cact).
+  if [[ "$arg" == *.cact ]]; then path=$arg; m=$(basename "$arg" .cact); else path=tests/data/models/$arg.cact; m=$arg; fi
+  node scripts/official/engine_session.mjs "$path" "$tmp/cases.jsonl" > "$tmp/$m.jsonl"
   python3 scripts/official/session_cases.py golden "$m" "$tmp/$m.jsonl" "$out/$m.session.json"
   echo "$out/$m.session.json"
 done
