@@ -165,13 +165,17 @@ TEST_CASE("token mask equals a brute-force check of every token", "[grammar]") {
   CHECK(checked > 10000);
 }
 
-TEST_CASE("value limits: minLength and numeric ranges are enforced only when asked", "[grammar]") {
+TEST_CASE("value limits: checked when a value closes (the engine), pruned only when asked",
+          "[grammar]") {
   const char* tool =
       R"({"name":"t","parameters":{"type":"object","properties":{"h":{"type":"integer","minimum":0,"maximum":23},"n":{"type":"number","minimum":-1,"exclusiveMaximum":2.5},"s":{"type":"string","minLength":3},"d":{"type":"integer","minimum":-500,"maximum":-20},"x":{"type":"integer","minimum":10,"exclusiveMinimum":true,"maximum":12},"p":{"type":"number","exclusiveMinimum":0}}}})";
   CompatOptions strict;
   strict.enforce_value_limits = true;
   const CallGrammar g(BuildCallSchema({tool}), strict);
-  const CallGrammar engine(BuildCallSchema({tool}));  // the engine: no limits while generating
+  const CallGrammar engine(BuildCallSchema({tool}));  // the engine: limits only at the close
+  CompatOptions none;
+  none.check_limits_at_close = false;
+  const CallGrammar unchecked(BuildCallSchema({tool}), none);
   auto call = [](const std::string& args) {
     return R"([{"name":"t","arguments":{)" + args + "}}]";
   };
@@ -185,8 +189,13 @@ TEST_CASE("value limits: minLength and numeric ranges are enforced only when ask
   CHECK(Accepts(g, R"([{"name":"t","arguments":{"h":-)"));  // "-0" is 0
   CHECK_FALSE(Accepts(g, R"([{"name":"t","arguments":{"h":-1)"));
   CHECK_FALSE(Accepts(g, R"([{"name":"t","arguments":{"x":-)"));
-  CHECK(Complete(engine, call(R"("h":444)")));
-  CHECK(Complete(engine, call(R"("h":-1)")));
+  // The engine: any prefix, but no close out of range (so "444" can only go on).
+  CHECK(Accepts(engine, R"([{"name":"t","arguments":{"h":444)"));
+  CHECK_FALSE(Accepts(engine, R"([{"name":"t","arguments":{"h":444,)"));
+  CHECK_FALSE(Complete(engine, call(R"("h":-1)")));
+  CHECK(Complete(engine, call(R"("h":23)")));
+  CHECK(Complete(unchecked, call(R"("h":444)")));
+  CHECK(Complete(unchecked, call(R"("h":-1)")));
   // Negative ranges: "-2" can still become -20..-299; "-1" cannot end (below 20 in magnitude)
   // but can go on ("-10" .. "-19" are out, "-100" is in).
   CHECK(Complete(g, call(R"("d":-20)")));
@@ -214,7 +223,9 @@ TEST_CASE("value limits: minLength and numeric ranges are enforced only when ask
   // minLength: the closing quote waits for 3 characters (escapes count as one).
   CHECK_FALSE(Complete(g, call(R"("s":"ab")")));
   CHECK(Complete(g, call(R"("s":"a\nb")")));
-  CHECK(Complete(engine, call(R"("s":"ab")")));
+  CHECK_FALSE(Complete(engine, call(R"("s":"ab")")));
+  CHECK(Accepts(engine, R"([{"name":"t","arguments":{"s":"ab)"));
+  CHECK(Complete(unchecked, call(R"("s":"ab")")));
 }
 
 TEST_CASE("every complete call the grammar lets through validates against its JSON schema",
@@ -222,8 +233,8 @@ TEST_CASE("every complete call the grammar lets through validates against its JS
   // Random byte-level walks through the grammar (printable ASCII, a bias towards closing so that
   // walks end) on tools with ranges, exclusive bounds, lengths, enums, nested items and nulls;
   // each complete call array goes to an independent validator (python3-jsonschema). With the
-  // limits enforced every parsed call must validate; without them (the engine's grammar) some
-  // must fail: the check is able to fail.
+  // limits enforced every parsed call must validate; without any limits some must fail: the
+  // check is able to fail.
   const std::string tools_path = DataPath("schema/walk-tools.json");
   const auto bytes = ReadBytes(tools_path);
   const nlohmann::json tools = nlohmann::json::parse(bytes.begin(), bytes.end());
@@ -233,6 +244,9 @@ TEST_CASE("every complete call the grammar lets through validates against its JS
     INFO("enforce_value_limits " << enforce);
     CompatOptions compat;
     compat.enforce_value_limits = enforce;
+    // The other side: no limits at all (not even the engine's check at the close), to show the
+    // validator fails what violates them.
+    compat.check_limits_at_close = enforce;
     const CallGrammar g(BuildCallSchema(objects), compat);
     std::mt19937 rng(enforce ? 7 : 8);
     std::string out;

@@ -498,7 +498,8 @@ CallGrammar::Result CallGrammar::Step(GrammarState& s, uint8_t c) const {
       switch (f.phase) {
         case 0:
           if (c == '"') {
-            if (compat_.enforce_value_limits && f.count < n.min_length)
+            if ((compat_.enforce_value_limits || compat_.check_limits_at_close) &&
+                f.count < n.min_length)
               return Result::kReject;  // minLength: not yet
             if (pattern && !pattern->Accepts(s.pattern)) return Result::kReject;
             --s.depth;
@@ -546,7 +547,11 @@ CallGrammar::Result CallGrammar::Step(GrammarState& s, uint8_t c) const {
     }
     case FrameKind::kNumber: {
       const SchemaNode& n = schema_.nodes[f.node];
-      const bool ranges = compat_.enforce_value_limits && n.has_range;
+      // `ranges`: the value is tracked and checked when it closes (the engine's rule);
+      // `prune`: also refuse digits once no completion can end in range (--enforce-schema).
+      const bool ranges =
+          n.has_range && (compat_.enforce_value_limits || compat_.check_limits_at_close);
+      const bool prune = ranges && compat_.enforce_value_limits;
       auto end = [&] {
         // A value outside the schema's range cannot end here (it may still go on).
         if (ranges && !InRange(n, NumberValue(s.number))) return Result::kReject;
@@ -558,8 +563,8 @@ CallGrammar::Result CallGrammar::Step(GrammarState& s, uint8_t c) const {
       auto integer_digit = [&] {
         if (!ranges) return Result::kAccept;
         AddDigit(s.number, c, false);
-        return !f.integer_only || IntegerViable(n, s.number, true) ? Result::kAccept
-                                                                   : Result::kReject;
+        return !prune || !f.integer_only || IntegerViable(n, s.number, true) ? Result::kAccept
+                                                                             : Result::kReject;
       };
       const bool digit = IsDigit(c);
       switch (f.phase) {
@@ -567,7 +572,7 @@ CallGrammar::Result CallGrammar::Step(GrammarState& s, uint8_t c) const {
           if (c == '-') {
             f.phase = 1;
             s.number.negative = true;
-            return !ranges || NegativeViable(n, f, s.number) ? Result::kAccept : Result::kReject;
+            return !prune || NegativeViable(n, f, s.number) ? Result::kAccept : Result::kReject;
           }
           if (!digit) return Result::kReject;
           f.phase = 2;

@@ -39,6 +39,11 @@ struct CompatOptions {
   // checks none of them while generating: measured, its integers leave the range). Off = the
   // engine's answers; on = every emitted value satisfies them.
   bool enforce_value_limits = false;
+  // The engine's own check (measured: a golden turn where it writes "hour":9023... past a
+  // maximum of 23 because the closing `,` is refused): a number outside minimum / maximum /
+  // exclusive* and a string shorter than minLength cannot close; nothing is pruned before, so
+  // such a value can run on until the budget ends.
+  bool check_limits_at_close = true;
 };
 
 // Literal sets of Frame::literal_set.
