@@ -14,7 +14,9 @@ the tools.
   python3 -m needle_torch.dataset --split test --count 500 --seed 2 --out heldout.jsonl
 """
 import argparse
+import functools
 import json
+import os
 import random
 import sys
 
@@ -165,16 +167,60 @@ _TRAIN_WORDS = sorted({w.lower() for pool in (MESSAGES, EVENT_TITLES, PHRASES, S
                        for v in pool[0] for w in v.split() if w.isalpha()})
 
 
+_VOCAB_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tests",
+                           "data", "tokenizer", "fixture8k.vocab")
+
+
+@functools.lru_cache(maxsize=None)
+def _vocab_words():
+    """Whole-word pieces of the fixture tokenizer (the demo model's): `▁word` with an ASCII
+    alphabetic word of 2+ letters, minus every word of every test value (so no test value, nor
+    any part of one, is made up from them). Copying these teaches the model the spelling of
+    word-start pieces, which a string value's first word needs (render.py, copy segmentation)."""
+    test_words = {w.lower() for v in _TEST_VALUES for w in v.split()}
+    words = []
+    with open(_VOCAB_FILE, encoding="utf-8") as handle:
+        for line in handle:
+            piece = line.split("\t")[0]
+            word = piece[1:]
+            if (piece.startswith("\u2581") and len(word) >= 2 and word.isascii()
+                    and word.isalpha() and word.lower() not in test_words):
+                words.append(word)
+    return words
+
+
 def _pseudo_word(rng, low, high):
     word = "".join(rng.choice(_SYLLABLES) for _ in range(rng.randint(low, high)))
     return word + (rng.choice("nrstl") if rng.random() < 0.3 else "")
 
 
-def _synthetic(rng, style):
+def _vocab_value(rng, style):
+    """A made-up value from the tokenizer's whole-word pieces (and pseudo-words) in the shape
+    of `style`."""
+    words = _vocab_words()
+
+    def word():
+        return rng.choice(words) if rng.random() < 0.75 else _pseudo_word(rng, 1, 3)
+    if style in ("name", "city"):
+        return word().capitalize() if rng.random() < 0.85 else \
+            word().capitalize() + " " + word().capitalize()
+    if style == "song":
+        return " ".join(word().capitalize() for _ in range(rng.randint(1, 3)))
+    if style == "room":
+        return word().lower() + (" room" if rng.random() < 0.3 else "")
+    return " ".join(word() if rng.random() < 0.7 else rng.choice(_TRAIN_WORDS)
+                    for _ in range(rng.randint(1, 5)))
+
+
+def _synthetic(rng, style, vocab_share=0.0):
     """A made-up value (train split only): pseudo-words that no pool holds, so that the model
-    must copy from the query instead of recalling a memorized list. Never a test-pool value."""
+    must copy from the query instead of recalling a memorized list. Never a test-pool value.
+    vocab_share: the probability of a value made of the tokenizer's word pieces (_vocab_value;
+    0 draws nothing extra from rng)."""
     while True:
-        if style in ("name", "city"):
+        if vocab_share > 0 and rng.random() < vocab_share:
+            value = _vocab_value(rng, style)
+        elif style in ("name", "city"):
             value = _pseudo_word(rng, 2, 3).capitalize()
         elif style == "song":
             value = " ".join(_pseudo_word(rng, 1, 3).capitalize()
@@ -189,7 +235,7 @@ def _synthetic(rng, style):
             return value
 
 
-def _intent(tool, rng, split, synthetic=0.0):
+def _intent(tool, rng, split, synthetic=0.0, vocab_share=0.0):
     """One request for `tool`: (clause text, expected call). Clauses are lower-case-first so
     they can be joined; the caller capitalizes the query. synthetic: in the train split, the
     probability that a free string value is made up (_synthetic) instead of drawn from its pool
@@ -198,7 +244,7 @@ def _intent(tool, rng, split, synthetic=0.0):
 
     def free(pool, style):
         if split == 0 and synthetic > 0 and rng.random() < synthetic:
-            return _synthetic(rng, style)
+            return _synthetic(rng, style, vocab_share)
         return pick(pool[split])
     if tool == "get_weather":
         city = free(CITIES, "city")
@@ -300,7 +346,7 @@ def _tool_set(rng):
     return rng.sample(list(TOOLS), rng.randint(2, 4))
 
 
-def make_example(rng, split, offered=None, synthetic=0.0):
+def make_example(rng, split, offered=None, synthetic=0.0, vocab_share=0.0):
     """One {tools, query, expected} example; split 0 = train pools, 1 = test pools. `offered`:
     the tool names to offer, in order (default: 2-4 drawn at random); synthetic: see _intent."""
     names = list(TOOLS)
@@ -308,17 +354,17 @@ def make_example(rng, split, offered=None, synthetic=0.0):
     kind = rng.random()
     if kind < 0.62:  # one call
         tool = rng.choice(offered)
-        text, arguments = _intent(tool, rng, split, synthetic)
+        text, arguments = _intent(tool, rng, split, synthetic, vocab_share)
         calls = [{"name": tool, "arguments": arguments}]
     elif kind < 0.84:  # two calls, in the order asked
         first, second = rng.sample(offered, 2)
-        text_a, args_a = _intent(first, rng, split, synthetic)
-        text_b, args_b = _intent(second, rng, split, synthetic)
+        text_a, args_a = _intent(first, rng, split, synthetic, vocab_share)
+        text_b, args_b = _intent(second, rng, split, synthetic, vocab_share)
         text = text_a + rng.choice(JOINERS) + text_b
         calls = [{"name": first, "arguments": args_a}, {"name": second, "arguments": args_b}]
     elif kind < 0.95:  # a request no offered tool can serve
         missing = rng.choice([n for n in names if n not in offered])
-        text, _ = _intent(missing, rng, split, synthetic)
+        text, _ = _intent(missing, rng, split, synthetic, vocab_share)
         calls = []
     else:  # small talk
         text, calls = rng.choice(SMALL_TALK[split]), []
@@ -326,16 +372,17 @@ def make_example(rng, split, offered=None, synthetic=0.0):
     return {"tools": [TOOLS[n] for n in offered], "query": query, "expected": calls}
 
 
-def generate(split, count, seed, tool_sets=0, synthetic=0.0):
+def generate(split, count, seed, tool_sets=0, synthetic=0.0, vocab_share=0.0):
     """`count` examples. tool_sets > 0: offer only that many ordered tool sets (drawn first), so
     that rendering needs one engine call per set (render.py); 0: a fresh set per example.
-    synthetic: the share of made-up free string values in the train split (_synthetic)."""
+    synthetic: the share of made-up free string values in the train split (_synthetic);
+    vocab_share: the share of those made of the tokenizer's word pieces (_vocab_value)."""
     if split not in ("train", "test"):
         raise ValueError(f"split {split!r}: train or test")
     rng = random.Random(f"{split}:{seed}")
     sets = [_tool_set(rng) for _ in range(tool_sets)]
     pool = 0 if split == "train" else 1
-    return [make_example(rng, pool, rng.choice(sets) if sets else None, synthetic)
+    return [make_example(rng, pool, rng.choice(sets) if sets else None, synthetic, vocab_share)
             for _ in range(count)]
 
 
@@ -348,9 +395,13 @@ def main(argv=None):
                         help="draw tools from this many fixed ordered sets (0: fresh per example)")
     parser.add_argument("--synthetic", type=float, default=0.0,
                         help="train split: share of made-up string values (forces copying)")
+    parser.add_argument("--vocab-words", type=float, default=0.0,
+                        help="share of the made-up values built from the fixture tokenizer's "
+                             "word pieces (teaches the spelling of word starts)")
     parser.add_argument("--out", default="-", help="output JSONL (default stdout)")
     args = parser.parse_args(argv)
-    examples = generate(args.split, args.count, args.seed, args.tool_sets, args.synthetic)
+    examples = generate(args.split, args.count, args.seed, args.tool_sets, args.synthetic,
+                        args.vocab_words)
     lines = [json.dumps(e, ensure_ascii=False) for e in examples]
     text = "\n".join(lines) + "\n"
     if args.out == "-":

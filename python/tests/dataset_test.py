@@ -8,7 +8,8 @@
   string and integer values that are not schema enums occur in the query;
 - the mix: single calls, multi-call queries and refusals (`[]`) are all present;
 - disjoint pools: no free string value of the test split occurs as a value in the train split
-  (which here has 60% made-up values, --synthetic 0.6: most of its strings are in no pool);
+  (which here has 60% made-up values, --synthetic 0.6: most of its strings are in no pool, and
+  a part made with --vocab-words 0.6, whose word pieces include no word of any test value);
 - `needle eval` reads the lines without a line error.
 Exit 0 pass, 1 fail.
 """
@@ -49,6 +50,28 @@ def main(argv):
     if train[:50] == dataset.generate("train", 50, seed=9, tool_sets=50, synthetic=0.6):
         fail("another seed gave the same examples")
 
+    # --vocab-words: made-up values from the tokenizer's word pieces, none a word of a test value
+    vocab_train = dataset.generate("train", 2000, seed=3, tool_sets=50, synthetic=0.8,
+                                   vocab_share=0.6)
+    if vocab_train != dataset.generate("train", 2000, seed=3, tool_sets=50, synthetic=0.8,
+                                       vocab_share=0.6):
+        fail("--vocab-words: the same seed gave other examples")
+    test_words = {w.lower() for pool in (dataset.CITIES, dataset.NAMES, dataset.SONGS,
+                                         dataset.MESSAGES, dataset.EVENT_TITLES, dataset.PHRASES,
+                                         dataset.SEARCHES, dataset.ROOMS, dataset.ITEMS)
+                  for v in pool[1] for w in v.split()}
+    vocab_words = dataset._vocab_words()
+    if len(vocab_words) < 1000 or test_words & {w.lower() for w in vocab_words}:
+        fail(f"{len(vocab_words)} vocab words, test words among them: "
+             f"{sorted(test_words & {w.lower() for w in vocab_words})[:5]}")
+    used = {w for e in vocab_train for _, _, v in free_values(e) if isinstance(v, str)
+            for w in v.split()} & set(vocab_words)
+    print(f"--vocab-words 0.6: {len(vocab_words)} word pieces, {len(used)} used in 2000 examples")
+    if len(used) < 500:
+        fail("--vocab-words used too few word pieces")
+    train_single = train
+    train = train + vocab_train
+
     counts = {"refusal": 0, "single": 0, "multi": 0}
     for example in train + test:
         tools = {t["name"]: t for t in example["tools"]}
@@ -67,7 +90,7 @@ def main(argv):
                 fail(f"{value!r} does not occur in {example['query']!r}")
         calls = len(example["expected"])
         counts["refusal" if calls == 0 else "single" if calls == 1 else "multi"] += 1
-    print(f"train 3000 + test 600 examples: {counts}")
+    print(f"train {len(train)} + test {len(test)} examples: {counts}")
     if min(counts.values()) < 100:
         fail("a kind of example is (almost) missing")
 
@@ -85,9 +108,11 @@ def main(argv):
     pooled = {v for pool in (dataset.CITIES, dataset.NAMES, dataset.SONGS, dataset.MESSAGES,
                              dataset.EVENT_TITLES, dataset.PHRASES, dataset.SEARCHES,
                              dataset.ROOMS, dataset.ITEMS) for v in pool[0]}
-    made_up = train_strings - pooled
+    made_up = {v for e in train_single for _, _, v in free_values(e)
+               if isinstance(v, str)} - pooled
     print(f"made-up train string values (--synthetic 0.6): {len(made_up)}")
-    if len(made_up) < len(train_strings) // 2:
+    if len(made_up) < len({v for e in train_single for _, _, v in free_values(e)
+                           if isinstance(v, str)}) // 2:
         fail("--synthetic made up too few values")
 
     with tempfile.TemporaryDirectory() as tmp:
