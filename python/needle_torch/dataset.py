@@ -174,10 +174,11 @@ _VOCAB_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..
 @functools.lru_cache(maxsize=None)
 def _vocab_words():
     """Whole-word pieces of the fixture tokenizer (the demo model's): `▁word` with an ASCII
-    alphabetic word of 2+ letters, minus every word of every test value (so no test value, nor
-    any part of one, is made up from them). Copying these teaches the model the spelling of
-    word-start pieces, which a string value's first word needs (render.py, copy segmentation)."""
-    test_words = {w.lower() for v in _TEST_VALUES for w in v.split()}
+    alphabetic word of 2+ letters, minus the one-word test values (so no test value is made up
+    from them alone; words of longer test values may occur, as they do in the train pools).
+    Copying these teaches the model the spelling of word-start pieces, which a string value's
+    first word needs (render.py, copy segmentation)."""
+    test_words = {v for v in _TEST_VALUES if " " not in v}
     words = []
     with open(_VOCAB_FILE, encoding="utf-8") as handle:
         for line in handle:
