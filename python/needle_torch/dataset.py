@@ -98,9 +98,18 @@ def _split_numbers(low, high, split, modulus=4):
     return [n for n in range(low, high + 1) if n % modulus == 3]
 
 
-def _times(split):
-    """'H:MM' clock times; train minutes 00/15/30/45, test minutes 10/20/40/50."""
-    minutes = ["00", "15", "30", "45"] if split == 0 else ["10", "20", "40", "50"]
+_TEST_MINUTES = ["10", "20", "40", "50"]
+
+
+def _times(split, all_minutes=False):
+    """'H:MM' clock times; train minutes 00/15/30/45 (all_minutes: every minute but the test
+    ones, so that the minutes must be copied, not recalled), test minutes 10/20/40/50."""
+    if split == 1:
+        minutes = _TEST_MINUTES
+    elif all_minutes:
+        minutes = [f"{m:02d}" for m in range(60) if f"{m:02d}" not in _TEST_MINUTES]
+    else:
+        minutes = ["00", "15", "30", "45"]
     return [f"{h}:{m}" for h in range(1, 13) for m in minutes]
 
 
@@ -236,7 +245,7 @@ def _synthetic(rng, style, vocab_share=0.0):
             return value
 
 
-def _intent(tool, rng, split, synthetic=0.0, vocab_share=0.0):
+def _intent(tool, rng, split, synthetic=0.0, vocab_share=0.0, all_minutes=False):
     """One request for `tool`: (clause text, expected call). Clauses are lower-case-first so
     they can be joined; the caller capitalizes the query. synthetic: in the train split, the
     probability that a free string value is made up (_synthetic) instead of drawn from its pool
@@ -265,7 +274,7 @@ def _intent(tool, rng, split, synthetic=0.0, vocab_share=0.0):
                      f"timer for {minutes} minutes", f"count down {minutes} minutes"])
         return text, {"minutes": minutes}
     if tool == "set_alarm":
-        time = pick(_times(split))
+        time = pick(_times(split, all_minutes))
         text = pick([f"wake me up at {time}", f"set an alarm for {time}",
                      f"alarm at {time} please", f"I need an alarm at {time}"])
         return text, {"time": time}
@@ -285,7 +294,7 @@ def _intent(tool, rng, split, synthetic=0.0, vocab_share=0.0):
                      f"change the volume to {level}%", f"make the volume {level}"])
         return text, {"level": level}
     if tool == "create_event":
-        title, day, time = free(EVENT_TITLES, "text"), pick(DAYS), pick(_times(split))
+        title, day, time = free(EVENT_TITLES, "text"), pick(DAYS), pick(_times(split, all_minutes))
         text = pick([f"add {title} on {day} at {time}", f"schedule {title} for {day} at {time}",
                      f"put {title} in my calendar on {day} at {time}"])
         return text, {"title": title, "day": day, "time": time}
@@ -347,7 +356,7 @@ def _tool_set(rng):
     return rng.sample(list(TOOLS), rng.randint(2, 4))
 
 
-def make_example(rng, split, offered=None, synthetic=0.0, vocab_share=0.0):
+def make_example(rng, split, offered=None, synthetic=0.0, vocab_share=0.0, all_minutes=False):
     """One {tools, query, expected} example; split 0 = train pools, 1 = test pools. `offered`:
     the tool names to offer, in order (default: 2-4 drawn at random); synthetic: see _intent."""
     names = list(TOOLS)
@@ -355,17 +364,17 @@ def make_example(rng, split, offered=None, synthetic=0.0, vocab_share=0.0):
     kind = rng.random()
     if kind < 0.62:  # one call
         tool = rng.choice(offered)
-        text, arguments = _intent(tool, rng, split, synthetic, vocab_share)
+        text, arguments = _intent(tool, rng, split, synthetic, vocab_share, all_minutes)
         calls = [{"name": tool, "arguments": arguments}]
     elif kind < 0.84:  # two calls, in the order asked
         first, second = rng.sample(offered, 2)
-        text_a, args_a = _intent(first, rng, split, synthetic, vocab_share)
-        text_b, args_b = _intent(second, rng, split, synthetic, vocab_share)
+        text_a, args_a = _intent(first, rng, split, synthetic, vocab_share, all_minutes)
+        text_b, args_b = _intent(second, rng, split, synthetic, vocab_share, all_minutes)
         text = text_a + rng.choice(JOINERS) + text_b
         calls = [{"name": first, "arguments": args_a}, {"name": second, "arguments": args_b}]
     elif kind < 0.95:  # a request no offered tool can serve
         missing = rng.choice([n for n in names if n not in offered])
-        text, _ = _intent(missing, rng, split, synthetic, vocab_share)
+        text, _ = _intent(missing, rng, split, synthetic, vocab_share, all_minutes)
         calls = []
     else:  # small talk
         text, calls = rng.choice(SMALL_TALK[split]), []
@@ -373,17 +382,20 @@ def make_example(rng, split, offered=None, synthetic=0.0, vocab_share=0.0):
     return {"tools": [TOOLS[n] for n in offered], "query": query, "expected": calls}
 
 
-def generate(split, count, seed, tool_sets=0, synthetic=0.0, vocab_share=0.0):
+def generate(split, count, seed, tool_sets=0, synthetic=0.0, vocab_share=0.0,
+             all_minutes=False):
     """`count` examples. tool_sets > 0: offer only that many ordered tool sets (drawn first), so
     that rendering needs one engine call per set (render.py); 0: a fresh set per example.
     synthetic: the share of made-up free string values in the train split (_synthetic);
-    vocab_share: the share of those made of the tokenizer's word pieces (_vocab_value)."""
+    vocab_share: the share of those made of the tokenizer's word pieces (_vocab_value);
+    all_minutes: train clock times with every minute but the test ones (_times)."""
     if split not in ("train", "test"):
         raise ValueError(f"split {split!r}: train or test")
     rng = random.Random(f"{split}:{seed}")
     sets = [_tool_set(rng) for _ in range(tool_sets)]
     pool = 0 if split == "train" else 1
-    return [make_example(rng, pool, rng.choice(sets) if sets else None, synthetic, vocab_share)
+    return [make_example(rng, pool, rng.choice(sets) if sets else None, synthetic, vocab_share,
+                         all_minutes)
             for _ in range(count)]
 
 
@@ -399,10 +411,12 @@ def main(argv=None):
     parser.add_argument("--vocab-words", type=float, default=0.0,
                         help="share of the made-up values built from the fixture tokenizer's "
                              "word pieces (teaches the spelling of word starts)")
+    parser.add_argument("--all-minutes", action="store_true",
+                        help="train clock times with every minute but the test ones")
     parser.add_argument("--out", default="-", help="output JSONL (default stdout)")
     args = parser.parse_args(argv)
     examples = generate(args.split, args.count, args.seed, args.tool_sets, args.synthetic,
-                        args.vocab_words)
+                        args.vocab_words, args.all_minutes)
     lines = [json.dumps(e, ensure_ascii=False) for e in examples]
     text = "\n".join(lines) + "\n"
     if args.out == "-":

@@ -52,9 +52,9 @@ def main(argv):
 
     # --vocab-words: made-up values from the tokenizer's word pieces, none a one-word test value
     vocab_train = dataset.generate("train", 2000, seed=3, tool_sets=50, synthetic=0.8,
-                                   vocab_share=0.6)
+                                   vocab_share=0.6, all_minutes=True)
     if vocab_train != dataset.generate("train", 2000, seed=3, tool_sets=50, synthetic=0.8,
-                                       vocab_share=0.6):
+                                       vocab_share=0.6, all_minutes=True):
         fail("--vocab-words: the same seed gave other examples")
     test_words = {v.lower() for pool in (dataset.CITIES, dataset.NAMES, dataset.SONGS,
                                          dataset.MESSAGES, dataset.EVENT_TITLES, dataset.PHRASES,
@@ -67,6 +67,11 @@ def main(argv):
     used = {w for e in vocab_train for _, _, v in free_values(e) if isinstance(v, str)
             for w in v.split()} & set(vocab_words)
     print(f"--vocab-words 0.6: {len(vocab_words)} word pieces, {len(used)} used in 2000 examples")
+    minutes = {v.split(":")[1] for e in vocab_train for c in e["expected"]
+               for k, v in c["arguments"].items() if k == "time"}
+    print(f"--all-minutes: {len(minutes)} minutes in train clock times")
+    if len(minutes) < 40:
+        fail("--all-minutes: too few minutes")
     if len(used) < 500:
         fail("--vocab-words used too few word pieces")
     train_single = train
