@@ -204,7 +204,7 @@ def _pseudo_word(rng, low, high):
     return word + (rng.choice("nrstl") if rng.random() < 0.3 else "")
 
 
-def _vocab_value(rng, style):
+def _vocab_value(rng, style, max_words=5):
     """A made-up value from the tokenizer's whole-word pieces (and pseudo-words) in the shape
     of `style`."""
     words = _vocab_words()
@@ -219,17 +219,17 @@ def _vocab_value(rng, style):
     if style == "room":
         return word().lower() + (" room" if rng.random() < 0.3 else "")
     return " ".join(word() if rng.random() < 0.7 else rng.choice(_TRAIN_WORDS)
-                    for _ in range(rng.randint(1, 5)))
+                    for _ in range(rng.randint(1, max_words)))
 
 
-def _synthetic(rng, style, vocab_share=0.0):
+def _synthetic(rng, style, vocab_share=0.0, max_words=5):
     """A made-up value (train split only): pseudo-words that no pool holds, so that the model
     must copy from the query instead of recalling a memorized list. Never a test-pool value.
     vocab_share: the probability of a value made of the tokenizer's word pieces (_vocab_value;
     0 draws nothing extra from rng)."""
     while True:
         if vocab_share > 0 and rng.random() < vocab_share:
-            value = _vocab_value(rng, style)
+            value = _vocab_value(rng, style, max_words)
         elif style in ("name", "city"):
             value = _pseudo_word(rng, 2, 3).capitalize()
         elif style == "song":
@@ -239,13 +239,13 @@ def _synthetic(rng, style, vocab_share=0.0):
             value = _pseudo_word(rng, 2, 3) + (" room" if rng.random() < 0.3 else "")
         else:  # free text: common words mixed with pseudo-words
             words = [rng.choice(_TRAIN_WORDS) if rng.random() < 0.6 else _pseudo_word(rng, 1, 3)
-                     for _ in range(rng.randint(1, 5))]
+                     for _ in range(rng.randint(1, max_words))]
             value = " ".join(words)
         if value.lower() not in _TEST_VALUES:
             return value
 
 
-def _intent(tool, rng, split, synthetic=0.0, vocab_share=0.0, all_minutes=False):
+def _intent(tool, rng, split, synthetic=0.0, vocab_share=0.0, all_minutes=False, max_words=5):
     """One request for `tool`: (clause text, expected call). Clauses are lower-case-first so
     they can be joined; the caller capitalizes the query. synthetic: in the train split, the
     probability that a free string value is made up (_synthetic) instead of drawn from its pool
@@ -254,7 +254,7 @@ def _intent(tool, rng, split, synthetic=0.0, vocab_share=0.0, all_minutes=False)
 
     def free(pool, style):
         if split == 0 and synthetic > 0 and rng.random() < synthetic:
-            return _synthetic(rng, style, vocab_share)
+            return _synthetic(rng, style, vocab_share, max_words)
         return pick(pool[split])
     if tool == "get_weather":
         city = free(CITIES, "city")
@@ -356,7 +356,8 @@ def _tool_set(rng):
     return rng.sample(list(TOOLS), rng.randint(2, 4))
 
 
-def make_example(rng, split, offered=None, synthetic=0.0, vocab_share=0.0, all_minutes=False):
+def make_example(rng, split, offered=None, synthetic=0.0, vocab_share=0.0, all_minutes=False,
+                 max_words=5):
     """One {tools, query, expected} example; split 0 = train pools, 1 = test pools. `offered`:
     the tool names to offer, in order (default: 2-4 drawn at random); synthetic: see _intent."""
     names = list(TOOLS)
@@ -364,17 +365,20 @@ def make_example(rng, split, offered=None, synthetic=0.0, vocab_share=0.0, all_m
     kind = rng.random()
     if kind < 0.62:  # one call
         tool = rng.choice(offered)
-        text, arguments = _intent(tool, rng, split, synthetic, vocab_share, all_minutes)
+        text, arguments = _intent(tool, rng, split, synthetic, vocab_share, all_minutes,
+                                  max_words)
         calls = [{"name": tool, "arguments": arguments}]
     elif kind < 0.84:  # two calls, in the order asked
         first, second = rng.sample(offered, 2)
-        text_a, args_a = _intent(first, rng, split, synthetic, vocab_share, all_minutes)
-        text_b, args_b = _intent(second, rng, split, synthetic, vocab_share, all_minutes)
+        text_a, args_a = _intent(first, rng, split, synthetic, vocab_share, all_minutes,
+                                 max_words)
+        text_b, args_b = _intent(second, rng, split, synthetic, vocab_share, all_minutes,
+                                 max_words)
         text = text_a + rng.choice(JOINERS) + text_b
         calls = [{"name": first, "arguments": args_a}, {"name": second, "arguments": args_b}]
     elif kind < 0.95:  # a request no offered tool can serve
         missing = rng.choice([n for n in names if n not in offered])
-        text, _ = _intent(missing, rng, split, synthetic, vocab_share, all_minutes)
+        text, _ = _intent(missing, rng, split, synthetic, vocab_share, all_minutes, max_words)
         calls = []
     else:  # small talk
         text, calls = rng.choice(SMALL_TALK[split]), []
@@ -383,19 +387,20 @@ def make_example(rng, split, offered=None, synthetic=0.0, vocab_share=0.0, all_m
 
 
 def generate(split, count, seed, tool_sets=0, synthetic=0.0, vocab_share=0.0,
-             all_minutes=False):
+             all_minutes=False, max_words=5):
     """`count` examples. tool_sets > 0: offer only that many ordered tool sets (drawn first), so
     that rendering needs one engine call per set (render.py); 0: a fresh set per example.
     synthetic: the share of made-up free string values in the train split (_synthetic);
     vocab_share: the share of those made of the tokenizer's word pieces (_vocab_value);
-    all_minutes: train clock times with every minute but the test ones (_times)."""
+    all_minutes: train clock times with every minute but the test ones (_times);
+    max_words: made-up free texts have 1 to max_words words."""
     if split not in ("train", "test"):
         raise ValueError(f"split {split!r}: train or test")
     rng = random.Random(f"{split}:{seed}")
     sets = [_tool_set(rng) for _ in range(tool_sets)]
     pool = 0 if split == "train" else 1
     return [make_example(rng, pool, rng.choice(sets) if sets else None, synthetic, vocab_share,
-                         all_minutes)
+                         all_minutes, max_words)
             for _ in range(count)]
 
 
@@ -413,10 +418,12 @@ def main(argv=None):
                              "word pieces (teaches the spelling of word starts)")
     parser.add_argument("--all-minutes", action="store_true",
                         help="train clock times with every minute but the test ones")
+    parser.add_argument("--max-words", type=int, default=5,
+                        help="made-up free texts (messages, titles, ...) have 1 to N words")
     parser.add_argument("--out", default="-", help="output JSONL (default stdout)")
     args = parser.parse_args(argv)
     examples = generate(args.split, args.count, args.seed, args.tool_sets, args.synthetic,
-                        args.vocab_words, args.all_minutes)
+                        args.vocab_words, args.all_minutes, args.max_words)
     lines = [json.dumps(e, ensure_ascii=False) for e in examples]
     text = "\n".join(lines) + "\n"
     if args.out == "-":

@@ -52,9 +52,9 @@ def main(argv):
 
     # --vocab-words: made-up values from the tokenizer's word pieces, none a one-word test value
     vocab_train = dataset.generate("train", 2000, seed=3, tool_sets=50, synthetic=0.8,
-                                   vocab_share=0.6, all_minutes=True)
+                                   vocab_share=0.6, all_minutes=True, max_words=8)
     if vocab_train != dataset.generate("train", 2000, seed=3, tool_sets=50, synthetic=0.8,
-                                       vocab_share=0.6, all_minutes=True):
+                                       vocab_share=0.6, all_minutes=True, max_words=8):
         fail("--vocab-words: the same seed gave other examples")
     test_words = {v.lower() for pool in (dataset.CITIES, dataset.NAMES, dataset.SONGS,
                                          dataset.MESSAGES, dataset.EVENT_TITLES, dataset.PHRASES,
@@ -72,6 +72,11 @@ def main(argv):
     print(f"--all-minutes: {len(minutes)} minutes in train clock times")
     if len(minutes) < 40:
         fail("--all-minutes: too few minutes")
+    longest = max(len(v.split()) for e in vocab_train for _, _, v in free_values(e)
+                  if isinstance(v, str))
+    print(f"--max-words 8: longest made-up value {longest} words")
+    if longest != 8:
+        fail("--max-words 8: no 8-word value")
     if len(used) < 500:
         fail("--vocab-words used too few word pieces")
     train_single = train
