@@ -245,12 +245,21 @@ def _synthetic(rng, style, vocab_share=0.0, max_words=5):
             return value
 
 
-def _intent(tool, rng, split, synthetic=0.0, vocab_share=0.0, all_minutes=False, max_words=5):
+def _intent(tool, rng, split, synthetic=0.0, vocab_share=0.0, all_minutes=False, max_words=5,
+            wide_numbers=0.0):
     """One request for `tool`: (clause text, expected call). Clauses are lower-case-first so
     they can be joined; the caller capitalizes the query. synthetic: in the train split, the
     probability that a free string value is made up (_synthetic) instead of drawn from its pool
     (0 draws nothing extra from rng, so earlier data sets stay reproducible)."""
     pick = rng.choice
+
+    def number(low, high):
+        """An integer of the split's pool; in the train split, with probability wide_numbers,
+        one above the pool's range instead (high+1 .. 10*high: never a test value, and every
+        pair of final digits occurs, which the pools' residues mod 4 keep apart)."""
+        if split == 0 and wide_numbers > 0 and rng.random() < wide_numbers:
+            return rng.randint(high + 1, 10 * high)
+        return pick(_split_numbers(low, high, split))
 
     def free(pool, style):
         if split == 0 and synthetic > 0 and rng.random() < synthetic:
@@ -269,7 +278,7 @@ def _intent(tool, rng, split, synthetic=0.0, vocab_share=0.0, all_minutes=False,
                      f"check the forecast for {city}"])
         return text, {"city": city}
     if tool == "set_timer":
-        minutes = pick(_split_numbers(1, 120, split))
+        minutes = number(1, 120)
         text = pick([f"set a timer for {minutes} minutes", f"start a {minutes} minute timer",
                      f"timer for {minutes} minutes", f"count down {minutes} minutes"])
         return text, {"minutes": minutes}
@@ -289,7 +298,7 @@ def _intent(tool, rng, split, synthetic=0.0, vocab_share=0.0, all_minutes=False,
                      f"play the song {song}"])
         return text, {"song": song}
     if tool == "set_volume":
-        level = pick(_split_numbers(0, 100, split))
+        level = number(0, 100)
         text = pick([f"set the volume to {level}", f"volume {level} percent",
                      f"change the volume to {level}%", f"make the volume {level}"])
         return text, {"level": level}
@@ -305,7 +314,7 @@ def _intent(tool, rng, split, synthetic=0.0, vocab_share=0.0, all_minutes=False,
                      f"translate '{phrase}' to {language}"])
         return text, {"text": phrase, "language": language}
     if tool == "convert_units":
-        value = pick(_split_numbers(1, 500, split))
+        value = number(1, 500)
         source, target = pick(UNITS)
         text = pick([f"convert {value} {source} to {target}",
                      f"how many {target} is {value} {source}",
@@ -326,7 +335,7 @@ def _intent(tool, rng, split, synthetic=0.0, vocab_share=0.0, all_minutes=False,
                      f"find {query} online"])
         return text, {"query": query}
     if tool == "set_thermostat":
-        degrees = pick(_split_numbers(10, 30, split))
+        degrees = number(10, 30)
         text = pick([f"set the heating to {degrees} degrees", f"make it {degrees} degrees inside",
                      f"thermostat to {degrees}"])
         return text, {"temperature": degrees}
@@ -357,50 +366,58 @@ def _tool_set(rng):
 
 
 def make_example(rng, split, offered=None, synthetic=0.0, vocab_share=0.0, all_minutes=False,
-                 max_words=5):
+                 max_words=5, wide_numbers=0.0, refusals=None):
     """One {tools, query, expected} example; split 0 = train pools, 1 = test pools. `offered`:
     the tool names to offer, in order (default: 2-4 drawn at random); synthetic: see _intent."""
     names = list(TOOLS)
     offered = list(offered) if offered else _tool_set(rng)
     kind = rng.random()
-    if kind < 0.62:  # one call
+    single, multi, missing_end = 0.62, 0.84, 0.95
+    if refusals is not None:  # the no-call share (default 0.16), split 11:5 as the default
+        single = (1.0 - refusals) * 62 / 84
+        multi = 1.0 - refusals
+        missing_end = multi + refusals * 11 / 16
+    if kind < single:  # one call
         tool = rng.choice(offered)
         text, arguments = _intent(tool, rng, split, synthetic, vocab_share, all_minutes,
-                                  max_words)
+                                  max_words, wide_numbers)
         calls = [{"name": tool, "arguments": arguments}]
-    elif kind < 0.84:  # two calls, in the order asked
+    elif kind < multi:  # two calls, in the order asked
         first, second = rng.sample(offered, 2)
         text_a, args_a = _intent(first, rng, split, synthetic, vocab_share, all_minutes,
-                                 max_words)
+                                 max_words, wide_numbers)
         text_b, args_b = _intent(second, rng, split, synthetic, vocab_share, all_minutes,
-                                 max_words)
+                                 max_words, wide_numbers)
         text = text_a + rng.choice(JOINERS) + text_b
         calls = [{"name": first, "arguments": args_a}, {"name": second, "arguments": args_b}]
-    elif kind < 0.95:  # a request no offered tool can serve
+    elif kind < missing_end:  # a request no offered tool can serve
         missing = rng.choice([n for n in names if n not in offered])
-        text, _ = _intent(missing, rng, split, synthetic, vocab_share, all_minutes, max_words)
+        text, _ = _intent(missing, rng, split, synthetic, vocab_share, all_minutes, max_words,
+                          wide_numbers)
         calls = []
     else:  # small talk
         text, calls = rng.choice(SMALL_TALK[split]), []
-    query = _capitalize(text) + rng.choice([".", "", "?" if kind >= 0.95 else ".", "!"])
+    query = _capitalize(text) + rng.choice([".", "", "?" if kind >= missing_end else ".", "!"])
     return {"tools": [TOOLS[n] for n in offered], "query": query, "expected": calls}
 
 
 def generate(split, count, seed, tool_sets=0, synthetic=0.0, vocab_share=0.0,
-             all_minutes=False, max_words=5):
+             all_minutes=False, max_words=5, wide_numbers=0.0, refusals=None):
     """`count` examples. tool_sets > 0: offer only that many ordered tool sets (drawn first), so
     that rendering needs one engine call per set (render.py); 0: a fresh set per example.
     synthetic: the share of made-up free string values in the train split (_synthetic);
     vocab_share: the share of those made of the tokenizer's word pieces (_vocab_value);
     all_minutes: train clock times with every minute but the test ones (_times);
-    max_words: made-up free texts have 1 to max_words words."""
+    max_words: made-up free texts have 1 to max_words words; wide_numbers: the share of train
+    integers drawn above their pool's range; refusals: the share of no-call examples (None:
+    the default 16%: 11% requests for a tool not offered, 5% small talk)."""
     if split not in ("train", "test"):
         raise ValueError(f"split {split!r}: train or test")
     rng = random.Random(f"{split}:{seed}")
     sets = [_tool_set(rng) for _ in range(tool_sets)]
     pool = 0 if split == "train" else 1
     return [make_example(rng, pool, rng.choice(sets) if sets else None, synthetic, vocab_share,
-                         all_minutes, max_words)
+                         all_minutes, max_words, wide_numbers, refusals)
             for _ in range(count)]
 
 
@@ -420,10 +437,17 @@ def main(argv=None):
                         help="train clock times with every minute but the test ones")
     parser.add_argument("--max-words", type=int, default=5,
                         help="made-up free texts (messages, titles, ...) have 1 to N words")
+    parser.add_argument("--wide-numbers", type=float, default=0.0,
+                        help="train split: share of integers drawn above their pool's range "
+                             "(every final digit pair occurs; never a test value)")
+    parser.add_argument("--refusals", type=float, default=None,
+                        help="share of no-call examples (default 0.16; 11:5 not-offered tool : "
+                             "small talk)")
     parser.add_argument("--out", default="-", help="output JSONL (default stdout)")
     args = parser.parse_args(argv)
     examples = generate(args.split, args.count, args.seed, args.tool_sets, args.synthetic,
-                        args.vocab_words, args.all_minutes, args.max_words)
+                        args.vocab_words, args.all_minutes, args.max_words,
+                        args.wide_numbers, args.refusals)
     lines = [json.dumps(e, ensure_ascii=False) for e in examples]
     text = "\n".join(lines) + "\n"
     if args.out == "-":

@@ -21,6 +21,9 @@ For every example {tools, query, expected} of a JSONL file it writes one line
   when that piece exists, else the tokenizer's split of it, then the query's pieces), so the
   model learns a plain copy. The engine decodes freely, so any segmentation that spells the
   value is valid output; every target is checked to decode to the same text as the plain one.
+  An enum value is spelled with its closing quote as `value"` encoded without the dummy prefix:
+  that is the sequence the engine's enum grounding scores for each enum value the query names
+  (PROTOCOL.md section 3), so the model learns the ids it will be asked about.
 
   python3 -m needle_torch.render --needle build/needle --model M.cact --data train.jsonl \
       --out train.ids.jsonl
@@ -81,19 +84,38 @@ def target_text(expected):
     return "<tool_call>" + calls + "</tool_call><|im_end|>"
 
 
-def _target_segments(expected, query):
-    """The target text cut into (text, copy) segments: copy=True for a string value that the
-    query holds after a space (spelled with the query's pieces), False for JSON around them."""
-    segments, literal = [], ["<tool_call>["]
+def _enum_keys(tools):
+    """{tool name: keys whose schema has an enum} of a tools list."""
+    keys = {}
+    for tool in tools or []:
+        properties = tool.get("parameters", {}).get("properties", {})
+        keys[tool.get("name")] = {k for k, p in properties.items()
+                                  if isinstance(p, dict) and "enum" in p}
+    return keys
 
-    def value(v):
+
+def _target_segments(expected, query, tools=None):
+    """The target text cut into (text, kind) segments: "copy" for a free string value that the
+    query holds after a space (spelled with the query's pieces), "enum" for an enum value with
+    its closing quote (spelled as the engine's enum grounding feeds it: `value"` encoded
+    without the dummy prefix), "" for the JSON around them."""
+    segments, literal = [], ["<tool_call>["]
+    enum_keys = _enum_keys(tools)
+
+    def value(v, enum=False):
         if isinstance(v, str):
             quoted = json.dumps(v, ensure_ascii=False)
+            if enum and v and quoted[1:-1] == v:
+                literal.append('"')
+                segments.append(("".join(literal), ""))
+                literal.clear()
+                segments.append((v + '"', "enum"))
+                return
             if v and quoted[1:-1] == v and (" " + v) in (" " + query):
                 literal.append('"')
-                segments.append(("".join(literal), False))
+                segments.append(("".join(literal), ""))
                 literal.clear()
-                segments.append((v, True))
+                segments.append((v, "copy"))
                 literal.append('"')
                 return
             literal.append(quoted)
@@ -101,7 +123,7 @@ def _target_segments(expected, query):
             literal.append("{")
             for k, (key, item) in enumerate(v.items()):
                 literal.append(("," if k else "") + json.dumps(key, ensure_ascii=False) + ":")
-                value(item)
+                value(item, enum=key in keys_of.get(id(v), ()))
             literal.append("}")
         elif isinstance(v, list):
             literal.append("[")
@@ -111,19 +133,23 @@ def _target_segments(expected, query):
             literal.append("]")
         else:
             literal.append(json.dumps(v, separators=(",", ":"), ensure_ascii=False))
+    keys_of = {}  # id of an arguments object -> its enum keys
+    for call in expected:
+        if isinstance(call.get("arguments"), dict):
+            keys_of[id(call["arguments"])] = enum_keys.get(call.get("name"), set())
     for k, call in enumerate(expected):
         literal.append("," if k else "")
         value(call)
     literal.append("]</tool_call><|im_end|>")
-    segments.append(("".join(literal), False))
-    return [(text, copy) for text, copy in segments if text]
+    segments.append(("".join(literal), ""))
+    return [(text, kind) for text, kind in segments if text]
 
 
 def copy_targets(needle, model, examples, pieces, types):
     """target_ids with copy segmentation (module doc) for every example."""
-    plan = [_target_segments(e["expected"], e["query"]) for e in examples]
-    literals = sorted({t for segments in plan for t, copy in segments if not copy})
-    values = sorted({t for segments in plan for t, copy in segments if copy})
+    plan = [_target_segments(e["expected"], e["query"], e.get("tools")) for e in examples]
+    literals = sorted({t for segments in plan for t, kind in segments if kind != "copy"})
+    values = sorted({t for segments in plan for t, kind in segments if kind == "copy"})
     literal_ids = dict(zip(literals, _tokenize_lines(needle, model, literals)))
     # Values as the query spells them: with the dummy prefix, i.e. after a space.
     value_ids = dict(zip(values, _tokenize_lines(needle, model, values, dummy_prefix=True)))
@@ -146,8 +172,8 @@ def copy_targets(needle, model, examples, pieces, types):
     result = []
     for e, segments in zip(examples, plan):
         ids = []
-        for text, copy in segments:
-            spelled = copied[text] if copy else literal_ids[text]
+        for text, kind in segments:
+            spelled = copied[text] if kind == "copy" else literal_ids[text]
             if spelled is None or decode_pieces(spelled, pieces, types) != text:
                 spelled = _tokenize_lines(needle, model, [text])[0]
             ids += spelled

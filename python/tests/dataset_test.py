@@ -52,9 +52,11 @@ def main(argv):
 
     # --vocab-words: made-up values from the tokenizer's word pieces, none a one-word test value
     vocab_train = dataset.generate("train", 2000, seed=3, tool_sets=50, synthetic=0.8,
-                                   vocab_share=0.6, all_minutes=True, max_words=8)
+                                   vocab_share=0.6, all_minutes=True, max_words=8,
+                                   wide_numbers=0.5)
     if vocab_train != dataset.generate("train", 2000, seed=3, tool_sets=50, synthetic=0.8,
-                                       vocab_share=0.6, all_minutes=True, max_words=8):
+                                       vocab_share=0.6, all_minutes=True, max_words=8,
+                                       wide_numbers=0.5):
         fail("--vocab-words: the same seed gave other examples")
     test_words = {v.lower() for pool in (dataset.CITIES, dataset.NAMES, dataset.SONGS,
                                          dataset.MESSAGES, dataset.EVENT_TITLES, dataset.PHRASES,
@@ -75,10 +77,25 @@ def main(argv):
     longest = max(len(v.split()) for e in vocab_train for _, _, v in free_values(e)
                   if isinstance(v, str))
     print(f"--max-words 8: longest made-up value {longest} words")
+    endings = {v % 100 for e in vocab_train for _, _, v in free_values(e)
+               if isinstance(v, int) and v >= 10}
+    test_endings = {v % 100 for e in dataset.generate("test", 600, seed=2)
+                    for _, _, v in free_values(e) if isinstance(v, int) and v >= 10}
+    print(f"--wide-numbers 0.5: {len(test_endings & endings)} of the test integers' "
+          f"{len(test_endings)} final digit pairs occur in train")
+    if len(test_endings & endings) < len(test_endings) // 2:
+        fail("--wide-numbers: the test integers' final digit pairs do not occur in train")
     if longest != 8:
         fail("--max-words 8: no 8-word value")
     if len(used) < 500:
         fail("--vocab-words used too few word pieces")
+    refusing = dataset.generate("train", 2000, seed=4, tool_sets=50, synthetic=0.8,
+                                refusals=0.3)
+    share = sum(not e["expected"] for e in refusing) / len(refusing)
+    print(f"--refusals 0.3: {100 * share:.1f}% no-call examples")
+    if not 0.26 < share < 0.34:
+        fail("--refusals 0.3 does not give ~30% no-call examples")
+    vocab_train += refusing
     train_single = train
     train = train + vocab_train
 

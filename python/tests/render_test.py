@@ -6,9 +6,10 @@ CTest:
 
 - every copy-segmented target decodes (`needle detokenize`) to exactly the text of the plain
   target (`<tool_call>[calls JSON]</tool_call><|im_end|>`), so the engine reads the same calls;
-- a string value is spelled with the query's own pieces: its pieces after the first are those of
-  the query, and the first is the query's word-start piece without its `▁` when the tokenizer
-  has that piece (or the tokenizer's split of it);
+- a free string value is spelled with the query's own pieces: its pieces after the first are
+  those of the query, and the first is the query's word-start piece without its `▁` when the
+  tokenizer has that piece (or the tokenizer's split of it);
+- an enum value is spelled `value"` encoded without the dummy prefix (what enum grounding feeds);
 - the module's piece table (read from the .cact) agrees with `needle tokenize --json`'s pieces;
 - `--plain-targets` gives the tokenizer's own segmentation of the target text.
 Exit 0 pass, 1 fail.
@@ -45,7 +46,7 @@ def main(argv):
     examples += dataset.generate("test", 40, seed=5)
     copied = render.render(needle, model, examples)
     plain = render.render(needle, model, examples, copy=False)
-    changed = checked = 0
+    changed = checked = enums = 0
     for e, c, p in zip(examples, copied, plain):
         text = render.target_text(e["expected"])
         if c["prefix_ids"] != p["prefix_ids"] or c["turn_ids"] != p["turn_ids"]:
@@ -59,8 +60,19 @@ def main(argv):
             fail(f"{e['query']!r}: plain target does not spell {text!r}")
         changed += c["target_ids"] != p["target_ids"]
         target = [pieces[i] for i in c["target_ids"]]
+        schemas = {t["name"]: t["parameters"]["properties"] for t in e["tools"]}
         for call in e["expected"]:
-            for value in call["arguments"].values():
+            for key, value in call["arguments"].items():
+                if isinstance(value, str) and "enum" in schemas[call["name"]][key]:
+                    grounding = subprocess.run(
+                        [needle, "tokenize", model, "--json", "--no-dummy-prefix", value + '"'],
+                        capture_output=True, text=True, check=True)
+                    fed = json.loads(grounding.stdout)["pieces"]
+                    if not any(target[k:k + len(fed)] == fed for k in range(len(target))):
+                        fail(f"{e['query']!r}: enum {value!r} is not spelled {fed} (as enum "
+                             f"grounding feeds it) in {target}")
+                    enums += 1
+                    continue
                 if not isinstance(value, str) or (" " + value) not in (" " + e["query"]):
                     continue
                 spelled = subprocess.run([needle, "tokenize", model, "--json", value],
@@ -76,8 +88,9 @@ def main(argv):
                     fail(f"{e['query']!r}: {value!r} is not spelled {head} + {rest} in {target}")
                 checked += 1
     print(f"{len(examples)} targets decode to their calls; {changed} differ from the plain "
-          f"segmentation; {checked} string values spelled with the query's pieces")
-    if changed == 0 or checked == 0:
+          f"segmentation; {checked} string values spelled with the query's pieces, {enums} enum "
+          f"values as enum grounding feeds them")
+    if changed == 0 or checked == 0 or enums == 0:
         fail("no target used the copy segmentation")
     return 0
 
