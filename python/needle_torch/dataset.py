@@ -14,7 +14,9 @@ the tools.
   python3 -m needle_torch.dataset --split test --count 500 --seed 2 --out heldout.jsonl
 """
 import argparse
+import functools
 import json
+import os
 import random
 import sys
 
@@ -96,9 +98,18 @@ def _split_numbers(low, high, split, modulus=4):
     return [n for n in range(low, high + 1) if n % modulus == 3]
 
 
-def _times(split):
-    """'H:MM' clock times; train minutes 00/15/30/45, test minutes 10/20/40/50."""
-    minutes = ["00", "15", "30", "45"] if split == 0 else ["10", "20", "40", "50"]
+_TEST_MINUTES = ["10", "20", "40", "50"]
+
+
+def _times(split, all_minutes=False):
+    """'H:MM' clock times; train minutes 00/15/30/45 (all_minutes: every minute but the test
+    ones, so that the minutes must be copied, not recalled), test minutes 10/20/40/50."""
+    if split == 1:
+        minutes = _TEST_MINUTES
+    elif all_minutes:
+        minutes = [f"{m:02d}" for m in range(60) if f"{m:02d}" not in _TEST_MINUTES]
+    else:
+        minutes = ["00", "15", "30", "45"]
     return [f"{h}:{m}" for h in range(1, 13) for m in minutes]
 
 
@@ -165,16 +176,61 @@ _TRAIN_WORDS = sorted({w.lower() for pool in (MESSAGES, EVENT_TITLES, PHRASES, S
                        for v in pool[0] for w in v.split() if w.isalpha()})
 
 
+_VOCAB_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tests",
+                           "data", "tokenizer", "fixture8k.vocab")
+
+
+@functools.lru_cache(maxsize=None)
+def _vocab_words():
+    """Whole-word pieces of the fixture tokenizer (the demo model's): `▁word` with an ASCII
+    alphabetic word of 2+ letters, minus the one-word test values (so no test value is made up
+    from them alone; words of longer test values may occur, as they do in the train pools).
+    Copying these teaches the model the spelling of word-start pieces, which a string value's
+    first word needs (render.py, copy segmentation)."""
+    test_words = {v for v in _TEST_VALUES if " " not in v}
+    words = []
+    with open(_VOCAB_FILE, encoding="utf-8") as handle:
+        for line in handle:
+            piece = line.split("\t")[0]
+            word = piece[1:]
+            if (piece.startswith("\u2581") and len(word) >= 2 and word.isascii()
+                    and word.isalpha() and word.lower() not in test_words):
+                words.append(word)
+    return words
+
+
 def _pseudo_word(rng, low, high):
     word = "".join(rng.choice(_SYLLABLES) for _ in range(rng.randint(low, high)))
     return word + (rng.choice("nrstl") if rng.random() < 0.3 else "")
 
 
-def _synthetic(rng, style):
+def _vocab_value(rng, style, max_words=5):
+    """A made-up value from the tokenizer's whole-word pieces (and pseudo-words) in the shape
+    of `style`."""
+    words = _vocab_words()
+
+    def word():
+        return rng.choice(words) if rng.random() < 0.75 else _pseudo_word(rng, 1, 3)
+    if style in ("name", "city"):
+        return word().capitalize() if rng.random() < 0.85 else \
+            word().capitalize() + " " + word().capitalize()
+    if style == "song":
+        return " ".join(word().capitalize() for _ in range(rng.randint(1, 3)))
+    if style == "room":
+        return word().lower() + (" room" if rng.random() < 0.3 else "")
+    return " ".join(word() if rng.random() < 0.7 else rng.choice(_TRAIN_WORDS)
+                    for _ in range(rng.randint(1, max_words)))
+
+
+def _synthetic(rng, style, vocab_share=0.0, max_words=5):
     """A made-up value (train split only): pseudo-words that no pool holds, so that the model
-    must copy from the query instead of recalling a memorized list. Never a test-pool value."""
+    must copy from the query instead of recalling a memorized list. Never a test-pool value.
+    vocab_share: the probability of a value made of the tokenizer's word pieces (_vocab_value;
+    0 draws nothing extra from rng)."""
     while True:
-        if style in ("name", "city"):
+        if vocab_share > 0 and rng.random() < vocab_share:
+            value = _vocab_value(rng, style, max_words)
+        elif style in ("name", "city"):
             value = _pseudo_word(rng, 2, 3).capitalize()
         elif style == "song":
             value = " ".join(_pseudo_word(rng, 1, 3).capitalize()
@@ -183,22 +239,31 @@ def _synthetic(rng, style):
             value = _pseudo_word(rng, 2, 3) + (" room" if rng.random() < 0.3 else "")
         else:  # free text: common words mixed with pseudo-words
             words = [rng.choice(_TRAIN_WORDS) if rng.random() < 0.6 else _pseudo_word(rng, 1, 3)
-                     for _ in range(rng.randint(1, 5))]
+                     for _ in range(rng.randint(1, max_words))]
             value = " ".join(words)
         if value.lower() not in _TEST_VALUES:
             return value
 
 
-def _intent(tool, rng, split, synthetic=0.0):
+def _intent(tool, rng, split, synthetic=0.0, vocab_share=0.0, all_minutes=False, max_words=5,
+            wide_numbers=0.0):
     """One request for `tool`: (clause text, expected call). Clauses are lower-case-first so
     they can be joined; the caller capitalizes the query. synthetic: in the train split, the
     probability that a free string value is made up (_synthetic) instead of drawn from its pool
     (0 draws nothing extra from rng, so earlier data sets stay reproducible)."""
     pick = rng.choice
 
+    def number(low, high):
+        """An integer of the split's pool; in the train split, with probability wide_numbers,
+        one above the pool's range instead (high+1 .. 10*high: never a test value, and every
+        pair of final digits occurs, which the pools' residues mod 4 keep apart)."""
+        if split == 0 and wide_numbers > 0 and rng.random() < wide_numbers:
+            return rng.randint(high + 1, 10 * high)
+        return pick(_split_numbers(low, high, split))
+
     def free(pool, style):
         if split == 0 and synthetic > 0 and rng.random() < synthetic:
-            return _synthetic(rng, style)
+            return _synthetic(rng, style, vocab_share, max_words)
         return pick(pool[split])
     if tool == "get_weather":
         city = free(CITIES, "city")
@@ -213,12 +278,12 @@ def _intent(tool, rng, split, synthetic=0.0):
                      f"check the forecast for {city}"])
         return text, {"city": city}
     if tool == "set_timer":
-        minutes = pick(_split_numbers(1, 120, split))
+        minutes = number(1, 120)
         text = pick([f"set a timer for {minutes} minutes", f"start a {minutes} minute timer",
                      f"timer for {minutes} minutes", f"count down {minutes} minutes"])
         return text, {"minutes": minutes}
     if tool == "set_alarm":
-        time = pick(_times(split))
+        time = pick(_times(split, all_minutes))
         text = pick([f"wake me up at {time}", f"set an alarm for {time}",
                      f"alarm at {time} please", f"I need an alarm at {time}"])
         return text, {"time": time}
@@ -233,12 +298,12 @@ def _intent(tool, rng, split, synthetic=0.0):
                      f"play the song {song}"])
         return text, {"song": song}
     if tool == "set_volume":
-        level = pick(_split_numbers(0, 100, split))
+        level = number(0, 100)
         text = pick([f"set the volume to {level}", f"volume {level} percent",
                      f"change the volume to {level}%", f"make the volume {level}"])
         return text, {"level": level}
     if tool == "create_event":
-        title, day, time = free(EVENT_TITLES, "text"), pick(DAYS), pick(_times(split))
+        title, day, time = free(EVENT_TITLES, "text"), pick(DAYS), pick(_times(split, all_minutes))
         text = pick([f"add {title} on {day} at {time}", f"schedule {title} for {day} at {time}",
                      f"put {title} in my calendar on {day} at {time}"])
         return text, {"title": title, "day": day, "time": time}
@@ -249,7 +314,7 @@ def _intent(tool, rng, split, synthetic=0.0):
                      f"translate '{phrase}' to {language}"])
         return text, {"text": phrase, "language": language}
     if tool == "convert_units":
-        value = pick(_split_numbers(1, 500, split))
+        value = number(1, 500)
         source, target = pick(UNITS)
         text = pick([f"convert {value} {source} to {target}",
                      f"how many {target} is {value} {source}",
@@ -270,7 +335,7 @@ def _intent(tool, rng, split, synthetic=0.0):
                      f"find {query} online"])
         return text, {"query": query}
     if tool == "set_thermostat":
-        degrees = pick(_split_numbers(10, 30, split))
+        degrees = number(10, 30)
         text = pick([f"set the heating to {degrees} degrees", f"make it {degrees} degrees inside",
                      f"thermostat to {degrees}"])
         return text, {"temperature": degrees}
@@ -300,42 +365,59 @@ def _tool_set(rng):
     return rng.sample(list(TOOLS), rng.randint(2, 4))
 
 
-def make_example(rng, split, offered=None, synthetic=0.0):
+def make_example(rng, split, offered=None, synthetic=0.0, vocab_share=0.0, all_minutes=False,
+                 max_words=5, wide_numbers=0.0, refusals=None):
     """One {tools, query, expected} example; split 0 = train pools, 1 = test pools. `offered`:
     the tool names to offer, in order (default: 2-4 drawn at random); synthetic: see _intent."""
     names = list(TOOLS)
     offered = list(offered) if offered else _tool_set(rng)
     kind = rng.random()
-    if kind < 0.62:  # one call
+    single, multi, missing_end = 0.62, 0.84, 0.95
+    if refusals is not None:  # the no-call share (default 0.16), split 11:5 as the default
+        single = (1.0 - refusals) * 62 / 84
+        multi = 1.0 - refusals
+        missing_end = multi + refusals * 11 / 16
+    if kind < single:  # one call
         tool = rng.choice(offered)
-        text, arguments = _intent(tool, rng, split, synthetic)
+        text, arguments = _intent(tool, rng, split, synthetic, vocab_share, all_minutes,
+                                  max_words, wide_numbers)
         calls = [{"name": tool, "arguments": arguments}]
-    elif kind < 0.84:  # two calls, in the order asked
+    elif kind < multi:  # two calls, in the order asked
         first, second = rng.sample(offered, 2)
-        text_a, args_a = _intent(first, rng, split, synthetic)
-        text_b, args_b = _intent(second, rng, split, synthetic)
+        text_a, args_a = _intent(first, rng, split, synthetic, vocab_share, all_minutes,
+                                 max_words, wide_numbers)
+        text_b, args_b = _intent(second, rng, split, synthetic, vocab_share, all_minutes,
+                                 max_words, wide_numbers)
         text = text_a + rng.choice(JOINERS) + text_b
         calls = [{"name": first, "arguments": args_a}, {"name": second, "arguments": args_b}]
-    elif kind < 0.95:  # a request no offered tool can serve
+    elif kind < missing_end:  # a request no offered tool can serve
         missing = rng.choice([n for n in names if n not in offered])
-        text, _ = _intent(missing, rng, split, synthetic)
+        text, _ = _intent(missing, rng, split, synthetic, vocab_share, all_minutes, max_words,
+                          wide_numbers)
         calls = []
     else:  # small talk
         text, calls = rng.choice(SMALL_TALK[split]), []
-    query = _capitalize(text) + rng.choice([".", "", "?" if kind >= 0.95 else ".", "!"])
+    query = _capitalize(text) + rng.choice([".", "", "?" if kind >= missing_end else ".", "!"])
     return {"tools": [TOOLS[n] for n in offered], "query": query, "expected": calls}
 
 
-def generate(split, count, seed, tool_sets=0, synthetic=0.0):
+def generate(split, count, seed, tool_sets=0, synthetic=0.0, vocab_share=0.0,
+             all_minutes=False, max_words=5, wide_numbers=0.0, refusals=None):
     """`count` examples. tool_sets > 0: offer only that many ordered tool sets (drawn first), so
     that rendering needs one engine call per set (render.py); 0: a fresh set per example.
-    synthetic: the share of made-up free string values in the train split (_synthetic)."""
+    synthetic: the share of made-up free string values in the train split (_synthetic);
+    vocab_share: the share of those made of the tokenizer's word pieces (_vocab_value);
+    all_minutes: train clock times with every minute but the test ones (_times);
+    max_words: made-up free texts have 1 to max_words words; wide_numbers: the share of train
+    integers drawn above their pool's range; refusals: the share of no-call examples (None:
+    the default 16%: 11% requests for a tool not offered, 5% small talk)."""
     if split not in ("train", "test"):
         raise ValueError(f"split {split!r}: train or test")
     rng = random.Random(f"{split}:{seed}")
     sets = [_tool_set(rng) for _ in range(tool_sets)]
     pool = 0 if split == "train" else 1
-    return [make_example(rng, pool, rng.choice(sets) if sets else None, synthetic)
+    return [make_example(rng, pool, rng.choice(sets) if sets else None, synthetic, vocab_share,
+                         all_minutes, max_words, wide_numbers, refusals)
             for _ in range(count)]
 
 
@@ -348,9 +430,24 @@ def main(argv=None):
                         help="draw tools from this many fixed ordered sets (0: fresh per example)")
     parser.add_argument("--synthetic", type=float, default=0.0,
                         help="train split: share of made-up string values (forces copying)")
+    parser.add_argument("--vocab-words", type=float, default=0.0,
+                        help="share of the made-up values built from the fixture tokenizer's "
+                             "word pieces (teaches the spelling of word starts)")
+    parser.add_argument("--all-minutes", action="store_true",
+                        help="train clock times with every minute but the test ones")
+    parser.add_argument("--max-words", type=int, default=5,
+                        help="made-up free texts (messages, titles, ...) have 1 to N words")
+    parser.add_argument("--wide-numbers", type=float, default=0.0,
+                        help="train split: share of integers drawn above their pool's range "
+                             "(every final digit pair occurs; never a test value)")
+    parser.add_argument("--refusals", type=float, default=None,
+                        help="share of no-call examples (default 0.16; 11:5 not-offered tool : "
+                             "small talk)")
     parser.add_argument("--out", default="-", help="output JSONL (default stdout)")
     args = parser.parse_args(argv)
-    examples = generate(args.split, args.count, args.seed, args.tool_sets, args.synthetic)
+    examples = generate(args.split, args.count, args.seed, args.tool_sets, args.synthetic,
+                        args.vocab_words, args.all_minutes, args.max_words,
+                        args.wide_numbers, args.refusals)
     lines = [json.dumps(e, ensure_ascii=False) for e in examples]
     text = "\n".join(lines) + "\n"
     if args.out == "-":

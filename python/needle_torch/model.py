@@ -108,6 +108,23 @@ class NeedleModel(torch.nn.Module):
     def _act(self, x):
         return quant.act_fake_quant(x) if self.qat_activations else x
 
+    def _shift(self, x, steps):
+        """x [B, T, ...] moved `steps` positions later along each sequence (zeros before the
+        start); with a packed layout (hidden's `layout`) along each position's own chain of
+        predecessors (a packed turn continues its prefix, not the turn packed before it)."""
+        layout = self._forward_state.get("layout")
+        if steps == 0:
+            return x
+        if layout is None:
+            pad = [0, 0] * (x.dim() - 2) + [steps, 0]
+            return torch.nn.functional.pad(x, pad)[:, :x.shape[1]]
+        back = layout["back"][steps - 1]  # [B, T], -1: none
+        index = back.clamp_min(0)
+        if x.dim() == 2:
+            return torch.where(back >= 0, torch.gather(x, 1, index), torch.zeros_like(x))
+        index = index.unsqueeze(-1).expand(-1, -1, x.shape[-1])
+        return torch.gather(x, 1, index) * (back >= 0).unsqueeze(-1).to(x.dtype)
+
     # --- engram -----------------------------------------------------------------------------
     def _engram_rows(self, ids):
         """Table rows for every position and table: [B, T, tables * sub_dim], zero where the
@@ -117,8 +134,10 @@ class NeedleModel(torch.nn.Module):
         tokens = ids.to(torch.int64)
         shifted = [tokens]
         for j in range(1, max(g.engram_orders)):
-            shifted.append(torch.nn.functional.pad(tokens, (j, 0))[:, :length])
-        positions = torch.arange(length, device=ids.device)
+            shifted.append(self._shift(tokens, j))
+        layout = self._forward_state.get("layout")
+        positions = (layout["positions"] if layout is not None
+                     else torch.arange(length, device=ids.device))
         slots, valid = [], []
         for order_index, order in enumerate(g.engram_orders):
             for head in range(g.engram_heads):
@@ -148,18 +167,20 @@ class NeedleModel(torch.nn.Module):
             shift = j * g.engram_dilation
             if shift >= length:
                 break
-            shifted = torch.nn.functional.pad(value_raw, (0, 0, shift, 0))[:, :length]
-            value = value + taps[j] * shifted
+            value = value + taps[j] * self._shift(value_raw, shift)
         return key, value
 
     # --- attention block --------------------------------------------------------------------
-    def _rope(self, length, device):
+    def _rope(self, length, device, positions=None):
+        """cos, sin: [T, 1, hd/2], or [B, T, 1, hd/2] for per-sequence `positions` [B, T]."""
         g = self.geometry
         half = g.head_dim // 2
         exponent = torch.arange(half, dtype=torch.float32, device=device) * 2.0 / g.head_dim
         freq = 1.0 / torch.pow(torch.tensor(g.rope_theta, dtype=torch.float32), exponent)
-        angle = torch.arange(length, dtype=torch.float32, device=device)[:, None] * freq
-        return torch.cos(angle), torch.sin(angle)  # [T, hd/2]
+        if positions is None:
+            positions = torch.arange(length, device=device)
+        angle = positions.to(torch.float32)[..., None] * freq
+        return torch.cos(angle).unsqueeze(-2), torch.sin(angle).unsqueeze(-2)
 
     @staticmethod
     def _apply_rope(x, cos, sin):
@@ -176,7 +197,6 @@ class NeedleModel(torch.nn.Module):
         k = (h @ self.weight(p + "k_proj").T).view(batch, length, g.num_kv_heads, g.head_dim)
         v = (h @ self.weight(p + "v_proj").T).view(batch, length, g.num_kv_heads, g.head_dim)
         cos, sin = rope
-        cos, sin = cos[:, None, :], sin[:, None, :]
         q = self._apply_rope(_zcn(q, self.parameter(p + "q_norm")), cos, sin).transpose(1, 2)
         k = self._apply_rope(_zcn(k, self.parameter(p + "k_norm")), cos, sin).transpose(1, 2)
         v = v.transpose(1, 2)
@@ -184,7 +204,7 @@ class NeedleModel(torch.nn.Module):
         k = k.repeat_interleave(share, dim=1)
         v = v.repeat_interleave(share, dim=1)
         scores = (q @ k.transpose(-1, -2)) / math.sqrt(g.head_dim)  # [B, H, T, T]
-        scores = scores.masked_fill(~mask, float("-inf"))
+        scores = scores.masked_fill(~(mask if mask.dim() == 2 else mask[:, None]), float("-inf"))
         out = torch.softmax(scores, dim=-1) @ v  # [B, H, T, hd]
         out = out.transpose(1, 2).reshape(batch, length, g.num_heads * g.head_dim)
         out = self._act(out * torch.sigmoid(h @ self.weight(p + "gate_proj").T))
@@ -208,16 +228,25 @@ class NeedleModel(torch.nn.Module):
             mask &= (distance < window) | (positions[None, :] < sink_len)
         return mask
 
-    def hidden(self, ids, window=0, sink_len=0):
-        """Final normalized state xf: [B, T, d] (before the tied output head)."""
+    def hidden(self, ids, window=0, sink_len=0, layout=None):
+        """Final normalized state xf: [B, T, d] (before the tied output head).
+        layout (training only, packed sequences): {"positions": [B, T] RoPE positions,
+        "mask": [B, T, T] bool (query row sees key column), "back": [[B, T]] for 1, 2, ...
+        steps, the index of the token that many steps earlier in the position's own sequence
+        or -1} (window and sink_len are then unused)."""
         g = self.geometry
         n, d, length = g.lanes, g.d_model, ids.shape[1]
         embedding = self.weight("embedding")  # [V, d]
         self._forward_state["embedding"] = embedding  # logits_of reuses it: one quantization
+        self._forward_state["layout"] = layout
         x0 = embedding[ids] * math.sqrt(d)
         lanes = x0.unsqueeze(2).expand(-1, -1, n, -1)  # [B, T, n, d]
-        mask = self.visibility(length, window, sink_len, ids.device)
-        rope = self._rope(length, ids.device)
+        if layout is None:
+            mask = self.visibility(length, window, sink_len, ids.device)
+            rope = self._rope(length, ids.device)
+        else:
+            mask = layout["mask"]
+            rope = self._rope(length, ids.device, layout["positions"])
         engram = {layer: self._engram(site, ids) for site, layer in enumerate(g.engram_sites)}
         phi_pre = self.weight("mhc_phi_pre")    # [L * n, n * d]
         phi_post = self.weight("mhc_phi_post")  # [L * n, n * d]

@@ -14,6 +14,16 @@ For every example {tools, query, expected} of a JSONL file it writes one line
   (compact JSON, as the engine's grammar writes calls: no whitespace, keys name then arguments;
   `[]` for a refusal), encoded the same way (the engine appends <|im_end|> itself after a call,
   so the last id only teaches the model to stop).
+  Copy segmentation (default; `--plain-targets` turns it off): a string value that the query
+  holds after a space is spelled with the query's own pieces instead of the tokenizer's
+  segmentation of the JSON text. In the query a word is `▁Car ac as`, in `"city":"Caracas"` the
+  tokenizer writes `C ar ac as`; the target uses `Car ac as` (the first piece without its `▁`
+  when that piece exists, else the tokenizer's split of it, then the query's pieces), so the
+  model learns a plain copy. The engine decodes freely, so any segmentation that spells the
+  value is valid output; every target is checked to decode to the same text as the plain one.
+  An enum value is spelled with its closing quote as `value"` encoded without the dummy prefix:
+  that is the sequence the engine's enum grounding scores for each enum value the query names
+  (PROTOCOL.md section 3), so the model learns the ids it will be asked about.
 
   python3 -m needle_torch.render --needle build/needle --model M.cact --data train.jsonl \
       --out train.ids.jsonl
@@ -22,9 +32,51 @@ import argparse
 import concurrent.futures
 import json
 import os
+import struct
 import subprocess
 import sys
 import tempfile
+
+_TOKENIZER_HEADER = "<IIIIIBBH"
+_SPACE = "\u2581"  # SentencePiece's word-start mark
+
+
+def read_pieces(model):
+    """The piece strings of the model's tokenizer (FORMAT.md "Tokenizer blob", the last tensor
+    of the .cact, which ends the file), in id order, and their types."""
+    with open(model, "rb") as handle:
+        data = handle.read()
+    header = struct.calcsize(_TOKENIZER_HEADER)
+    # The blob is the file's tail; its size is not known up front, so try each start that
+    # parses to exactly the end of the file (the header's piece count fixes the walk).
+    for start in range(len(data) - header, max(-1, len(data) - (1 << 22)), -1):
+        count = struct.unpack_from("<I", data, start)[0]
+        if count != 8192 and not (256 < count < (1 << 20)):
+            continue
+        offset, pieces, types = start + header, [], []
+        try:
+            for _ in range(count):
+                _, kind, size = struct.unpack_from("<fBH", data, offset)
+                offset += 7
+                pieces.append(data[offset:offset + size].decode("utf-8"))
+                types.append(kind)
+                offset += size
+        except (struct.error, UnicodeDecodeError):
+            continue
+        if offset == len(data) and kind <= 4:
+            return pieces, types
+    raise ValueError(f"{model}: no tokenizer blob at the end of the file")
+
+
+def decode_pieces(ids, pieces, types):
+    """Text of ids from the piece table (▁ -> space, byte pieces as bytes), for checking."""
+    out = bytearray()
+    for i in ids:
+        if types[i] == 4:
+            out.append(int(pieces[i][3:5], 16))
+        else:
+            out += pieces[i].replace(_SPACE, " ").encode("utf-8")
+    return out.decode("utf-8", errors="replace")
 
 
 def target_text(expected):
@@ -32,11 +84,111 @@ def target_text(expected):
     return "<tool_call>" + calls + "</tool_call><|im_end|>"
 
 
-def _tokenize_lines(needle, model, lines):
+def _enum_keys(tools):
+    """{tool name: keys whose schema has an enum} of a tools list."""
+    keys = {}
+    for tool in tools or []:
+        properties = tool.get("parameters", {}).get("properties", {})
+        keys[tool.get("name")] = {k for k, p in properties.items()
+                                  if isinstance(p, dict) and "enum" in p}
+    return keys
+
+
+def _target_segments(expected, query, tools=None):
+    """The target text cut into (text, kind) segments: "copy" for a free string value that the
+    query holds after a space (spelled with the query's pieces), "enum" for an enum value with
+    its closing quote (spelled as the engine's enum grounding feeds it: `value"` encoded
+    without the dummy prefix), "" for the JSON around them."""
+    segments, literal = [], ["<tool_call>["]
+    enum_keys = _enum_keys(tools)
+
+    def value(v, enum=False):
+        if isinstance(v, str):
+            quoted = json.dumps(v, ensure_ascii=False)
+            if enum and v and quoted[1:-1] == v:
+                literal.append('"')
+                segments.append(("".join(literal), ""))
+                literal.clear()
+                segments.append((v + '"', "enum"))
+                return
+            if v and quoted[1:-1] == v and (" " + v) in (" " + query):
+                literal.append('"')
+                segments.append(("".join(literal), ""))
+                literal.clear()
+                segments.append((v, "copy"))
+                literal.append('"')
+                return
+            literal.append(quoted)
+        elif isinstance(v, dict):
+            literal.append("{")
+            for k, (key, item) in enumerate(v.items()):
+                literal.append(("," if k else "") + json.dumps(key, ensure_ascii=False) + ":")
+                value(item, enum=key in keys_of.get(id(v), ()))
+            literal.append("}")
+        elif isinstance(v, list):
+            literal.append("[")
+            for k, item in enumerate(v):
+                literal.append("," if k else "")
+                value(item)
+            literal.append("]")
+        else:
+            literal.append(json.dumps(v, separators=(",", ":"), ensure_ascii=False))
+    keys_of = {}  # id of an arguments object -> its enum keys
+    for call in expected:
+        if isinstance(call.get("arguments"), dict):
+            keys_of[id(call["arguments"])] = enum_keys.get(call.get("name"), set())
+    for k, call in enumerate(expected):
+        literal.append("," if k else "")
+        value(call)
+    literal.append("]</tool_call><|im_end|>")
+    segments.append(("".join(literal), ""))
+    return [(text, kind) for text, kind in segments if text]
+
+
+def copy_targets(needle, model, examples, pieces, types):
+    """target_ids with copy segmentation (module doc) for every example."""
+    plan = [_target_segments(e["expected"], e["query"], e.get("tools")) for e in examples]
+    literals = sorted({t for segments in plan for t, kind in segments if kind != "copy"})
+    values = sorted({t for segments in plan for t, kind in segments if kind == "copy"})
+    literal_ids = dict(zip(literals, _tokenize_lines(needle, model, literals)))
+    # Values as the query spells them: with the dummy prefix, i.e. after a space.
+    value_ids = dict(zip(values, _tokenize_lines(needle, model, values, dummy_prefix=True)))
+    index = {p: i for i, p in enumerate(pieces) if types[i] in (0, 3)}
+    heads = sorted({pieces[ids[0]][1:] for ids in value_ids.values()
+                    if pieces[ids[0]].startswith(_SPACE) and len(pieces[ids[0]]) > 1
+                    and pieces[ids[0]][1:] not in index})
+    head_ids = dict(zip(heads, _tokenize_lines(needle, model, heads)))
+    copied = {}
+    for text, ids in value_ids.items():
+        first = pieces[ids[0]]
+        if first == _SPACE:
+            head = []
+        elif first.startswith(_SPACE):
+            rest = first[1:]
+            head = [index[rest]] if rest in index else head_ids[rest]
+        else:  # no word start (e.g. a value opening with a digit piece): nothing to drop
+            head = None
+        copied[text] = (head + ids[1:]) if head is not None else None
+    result = []
+    for e, segments in zip(examples, plan):
+        ids = []
+        for text, kind in segments:
+            spelled = copied[text] if kind == "copy" else literal_ids[text]
+            if spelled is None or decode_pieces(spelled, pieces, types) != text:
+                spelled = _tokenize_lines(needle, model, [text])[0]
+            ids += spelled
+        result.append(ids)
+    return result
+
+
+def _tokenize_lines(needle, model, lines, dummy_prefix=False):
+    if not lines:
+        return []
     for line in lines:
         if "\n" in line or "\r" in line:
             raise ValueError(f"cannot batch-encode a text with a line break: {line!r}")
-    result = subprocess.run([needle, "tokenize", model, "--no-dummy-prefix", "--batch"],
+    command = [needle, "tokenize", model, "--batch"] + ([] if dummy_prefix else ["--no-dummy-prefix"])
+    result = subprocess.run(command,
                             input="\n".join(lines) + "\n", capture_output=True, text=True,
                             check=True)
     rows = [json.loads(l) for l in result.stdout.splitlines() if l.strip()]
@@ -54,8 +206,9 @@ def _print_prompt(needle, model, tools_text, query, folder, index):
     return json.loads(result.stdout)
 
 
-def render(needle, model, examples, workers=2):
-    """examples: list of dicts -> list of {"prefix_ids", "turn_ids", "target_ids"}."""
+def render(needle, model, examples, workers=2, copy=True):
+    """examples: list of dicts -> list of {"prefix_ids", "turn_ids", "target_ids"}; copy: the
+    copy segmentation of string values in targets (module doc)."""
     tools_texts = [json.dumps(e["tools"], ensure_ascii=False) for e in examples]
     first_of_set = {}
     for i, text in enumerate(tools_texts):
@@ -69,7 +222,14 @@ def render(needle, model, examples, workers=2):
         for text, job in jobs.items():
             prompts[text] = job.result()
     queries = _tokenize_lines(needle, model, [e["query"] for e in examples])
-    targets = _tokenize_lines(needle, model, [target_text(e["expected"]) for e in examples])
+    if copy:
+        pieces, types = read_pieces(model)
+        targets = copy_targets(needle, model, examples, pieces, types)
+        for e, ids in zip(examples, targets):
+            if decode_pieces(ids, pieces, types) != target_text(e["expected"]):
+                raise RuntimeError(f"copy target of {e['query']!r} does not spell its calls")
+    else:
+        targets = _tokenize_lines(needle, model, [target_text(e["expected"]) for e in examples])
 
     # Head and tail of a turn around the query's ids, from one engine rendering.
     some_text, some_index = next(iter(first_of_set.items()))
@@ -96,10 +256,12 @@ def main(argv=None):
     parser.add_argument("--data", required=True, help="input JSONL")
     parser.add_argument("--out", required=True, help="output JSONL of ids, line by line")
     parser.add_argument("--workers", type=int, default=2, help="print-prompt processes at once")
+    parser.add_argument("--plain-targets", action="store_true",
+                        help="targets in the tokenizer's own segmentation (no copy segmentation)")
     args = parser.parse_args(argv)
     with open(args.data, encoding="utf-8") as handle:
         examples = [json.loads(l) for l in handle if l.strip()]
-    rows = render(args.needle, args.model, examples, args.workers)
+    rows = render(args.needle, args.model, examples, args.workers, copy=not args.plain_targets)
     with open(args.out, "w", encoding="utf-8") as handle:
         for row in rows:
             handle.write(json.dumps(row, separators=(",", ":")) + "\n")

@@ -73,6 +73,102 @@ def load_examples(path):
     return rows
 
 
+def load_packable(path):
+    """[(prefix, turn, target)] of a rendered file (for --pack)."""
+    rows = []
+    with open(path, encoding="utf-8") as handle:
+        for line in handle:
+            if line.strip():
+                row = json.loads(line)
+                rows.append((tuple(row["prefix_ids"]), row["turn_ids"], row["target_ids"]))
+    if not rows:
+        raise ValueError(f"{path}: no examples")
+    return rows
+
+
+def make_packed_batch(packs, max_back):
+    """Packed sequences: each pack is (prefix, [(turn, target), ...]) and becomes one sequence
+    prefix + turn1 + target1 + turn2 + target2 + ..., where every turn (with its target) sees
+    the prefix and itself only, at the positions it would have alone after the prefix (RoPE
+    positions, engram n-grams and taps follow the same chain): each example computes exactly
+    what it computes unpacked, while the prefix is run once for all of them.
+    -> ids [B, T], layout (model.hidden's), positions, targets (as make_batch)."""
+    lengths = [len(prefix) + sum(len(t) + len(y) for t, y in items) for prefix, items in packs]
+    length = max(lengths)
+    batch = len(packs)
+    ids = torch.zeros(batch, length, dtype=torch.int64)
+    rope = torch.zeros(batch, length, dtype=torch.int64)
+    segment = torch.full((batch, length), -2, dtype=torch.int64)  # -1 prefix, k turn k, -2 pad
+    back = torch.full((max_back, batch, length), -1, dtype=torch.int64)
+    positions, targets = [], []
+    for b, (prefix, items) in enumerate(packs):
+        p = len(prefix)
+        ids[b, :p] = torch.tensor(prefix)
+        rope[b, :p] = torch.arange(p)
+        segment[b, :p] = -1
+        for s in range(1, max_back + 1):
+            back[s - 1, b, s:p] = torch.arange(0, p - s)
+        start = p
+        for k, (turn, target) in enumerate(items):
+            sequence = list(turn) + list(target)
+            n = len(sequence)
+            ids[b, start:start + n] = torch.tensor(sequence)
+            rope[b, start:start + n] = torch.arange(p, p + n)
+            segment[b, start:start + n] = k
+            chain = torch.cat([torch.arange(p), torch.arange(start, start + n)])
+            for s in range(1, max_back + 1):
+                earlier = torch.arange(p, p + n) - s  # places in the chain
+                back[s - 1, b, start:start + n] = torch.where(
+                    earlier >= 0, chain[earlier.clamp_min(0)], torch.full_like(earlier, -1))
+            for j, token in enumerate(target):
+                positions.append(b * length + start + len(turn) + j - 1)
+                targets.append(token)
+            start += n
+    seq = torch.arange(length)
+    causal = seq[None, :] <= seq[:, None]  # [T, T]
+    query, key = segment[:, :, None], segment[:, None, :]
+    mask = causal & ((key == -1) | (key == query))
+    mask |= torch.eye(length, dtype=torch.bool)  # padding sees itself (never read)
+    layout = {"positions": rope, "mask": mask, "back": list(back)}
+    return ids, layout, torch.tensor(positions), torch.tensor(targets)
+
+
+def pack_groups(rows):
+    """Example indices grouped by prefix (in order of first appearance)."""
+    groups = {}
+    for i, (prefix, _, _) in enumerate(rows):
+        groups.setdefault(prefix, []).append(i)
+    return list(groups.values())
+
+
+def packed_rows(rows, groups, step, batch, pack, seed):
+    """The packs of `step`: per epoch (seeded by (seed, epoch)) every prefix group is shuffled
+    and cut into packs of `pack` examples, and the packs are shuffled; `batch` packs a step."""
+    count = sum(-(-len(g) // pack) for g in groups)
+    per_epoch = max(1, count // batch)
+    epoch, index = divmod(step, per_epoch)
+    rng = np.random.default_rng([seed, epoch])
+    packs = []
+    for group in groups:
+        order = [group[i] for i in rng.permutation(len(group))]
+        packs += [order[k:k + pack] for k in range(0, len(order), pack)]
+    chosen = [packs[i] for i in rng.permutation(len(packs))[index * batch:(index + 1) * batch]]
+    return [(list(rows[c[0]][0]), [(rows[i][1], rows[i][2]) for i in c]) for c in chosen]
+
+
+def max_back(geometry):
+    """Steps back the forward pass looks along a sequence (engram n-grams and taps)."""
+    g = geometry
+    return max([1] + [o - 1 for o in g.engram_orders]
+               + [(g.engram_taps - 1) * g.engram_dilation])
+
+
+def packed_loss(net, ids, layout, positions, targets):
+    hidden = net.hidden(ids, layout=layout)
+    picked = hidden.reshape(-1, hidden.shape[-1])[positions]
+    return torch.nn.functional.cross_entropy(net.logits_of(picked), targets)
+
+
 def make_batch(rows):
     """-> ids [B, T] (0-padded), positions (flat index into B*T of each predicting position),
     targets (the id each of those positions must predict)."""
@@ -136,7 +232,12 @@ def train(args):
     net = needle_model.load_dequant(args.init)
     apply_bits_map(net, args.bits_map)
     optimizer = build_optimizer(net, args)
-    rows = load_examples(args.data)
+    if args.pack > 0:
+        rows = load_packable(args.data)
+        groups = pack_groups(rows)
+        back_steps = max_back(net.geometry)
+    else:
+        rows = load_examples(args.data)
     step, losses = 0, []
     if args.resume:
         if not os.path.exists(checkpoint_path):
@@ -158,8 +259,13 @@ def train(args):
             group["lr"] = learning_rate(step, args)
         qat = args.qat_every > 0 and step % args.qat_every == 0
         net.set_qat(weights=qat, activations=qat)
-        ids, positions, targets = make_batch(batch_rows(rows, step, args.batch, args.seed))
-        loss = target_loss(net, ids, positions, targets)
+        if args.pack > 0:
+            ids, layout, positions, targets = make_packed_batch(
+                packed_rows(rows, groups, step, args.batch, args.pack, args.seed), back_steps)
+            loss = packed_loss(net, ids, layout, positions, targets)
+        else:
+            ids, positions, targets = make_batch(batch_rows(rows, step, args.batch, args.seed))
+            loss = target_loss(net, ids, positions, targets)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_([p for p in net.parameters() if p.requires_grad], 1.0)
@@ -219,6 +325,9 @@ def main(argv=None):
     parser.add_argument("--out", help="run folder: checkpoint.pt, run.json (keep out of git)")
     parser.add_argument("--steps", type=int, default=1000)
     parser.add_argument("--batch", type=int, default=8)
+    parser.add_argument("--pack", type=int, default=0,
+                        help="pack this many examples that share a tools prefix into one "
+                             "sequence (the prefix computed once; --batch counts sequences)")
     parser.add_argument("--lr", type=float, default=1e-3)
     parser.add_argument("--warmup", type=int, default=50)
     parser.add_argument("--weight-decay", type=float, default=0.01)

@@ -8,7 +8,8 @@
   string and integer values that are not schema enums occur in the query;
 - the mix: single calls, multi-call queries and refusals (`[]`) are all present;
 - disjoint pools: no free string value of the test split occurs as a value in the train split
-  (which here has 60% made-up values, --synthetic 0.6: most of its strings are in no pool);
+  (which here has 60% made-up values, --synthetic 0.6: most of its strings are in no pool, and
+  a part made with --vocab-words 0.6, whose word pieces include no one-word test value);
 - `needle eval` reads the lines without a line error.
 Exit 0 pass, 1 fail.
 """
@@ -49,6 +50,55 @@ def main(argv):
     if train[:50] == dataset.generate("train", 50, seed=9, tool_sets=50, synthetic=0.6):
         fail("another seed gave the same examples")
 
+    # --vocab-words: made-up values from the tokenizer's word pieces, none a one-word test value
+    vocab_train = dataset.generate("train", 2000, seed=3, tool_sets=50, synthetic=0.8,
+                                   vocab_share=0.6, all_minutes=True, max_words=8,
+                                   wide_numbers=0.5)
+    if vocab_train != dataset.generate("train", 2000, seed=3, tool_sets=50, synthetic=0.8,
+                                       vocab_share=0.6, all_minutes=True, max_words=8,
+                                       wide_numbers=0.5):
+        fail("--vocab-words: the same seed gave other examples")
+    test_words = {v.lower() for pool in (dataset.CITIES, dataset.NAMES, dataset.SONGS,
+                                         dataset.MESSAGES, dataset.EVENT_TITLES, dataset.PHRASES,
+                                         dataset.SEARCHES, dataset.ROOMS, dataset.ITEMS)
+                  for v in pool[1] if " " not in v}  # one-word test values
+    vocab_words = dataset._vocab_words()
+    if len(vocab_words) < 1000 or test_words & {w.lower() for w in vocab_words}:
+        fail(f"{len(vocab_words)} vocab words, test words among them: "
+             f"{sorted(test_words & {w.lower() for w in vocab_words})[:5]}")
+    used = {w for e in vocab_train for _, _, v in free_values(e) if isinstance(v, str)
+            for w in v.split()} & set(vocab_words)
+    print(f"--vocab-words 0.6: {len(vocab_words)} word pieces, {len(used)} used in 2000 examples")
+    minutes = {v.split(":")[1] for e in vocab_train for c in e["expected"]
+               for k, v in c["arguments"].items() if k == "time"}
+    print(f"--all-minutes: {len(minutes)} minutes in train clock times")
+    if len(minutes) < 40:
+        fail("--all-minutes: too few minutes")
+    longest = max(len(v.split()) for e in vocab_train for _, _, v in free_values(e)
+                  if isinstance(v, str))
+    print(f"--max-words 8: longest made-up value {longest} words")
+    endings = {v % 100 for e in vocab_train for _, _, v in free_values(e)
+               if isinstance(v, int) and v >= 10}
+    test_endings = {v % 100 for e in dataset.generate("test", 600, seed=2)
+                    for _, _, v in free_values(e) if isinstance(v, int) and v >= 10}
+    print(f"--wide-numbers 0.5: {len(test_endings & endings)} of the test integers' "
+          f"{len(test_endings)} final digit pairs occur in train")
+    if len(test_endings & endings) < len(test_endings) // 2:
+        fail("--wide-numbers: the test integers' final digit pairs do not occur in train")
+    if longest != 8:
+        fail("--max-words 8: no 8-word value")
+    if len(used) < 500:
+        fail("--vocab-words used too few word pieces")
+    refusing = dataset.generate("train", 2000, seed=4, tool_sets=50, synthetic=0.8,
+                                refusals=0.3)
+    share = sum(not e["expected"] for e in refusing) / len(refusing)
+    print(f"--refusals 0.3: {100 * share:.1f}% no-call examples")
+    if not 0.26 < share < 0.34:
+        fail("--refusals 0.3 does not give ~30% no-call examples")
+    vocab_train += refusing
+    train_single = train
+    train = train + vocab_train
+
     counts = {"refusal": 0, "single": 0, "multi": 0}
     for example in train + test:
         tools = {t["name"]: t for t in example["tools"]}
@@ -67,7 +117,7 @@ def main(argv):
                 fail(f"{value!r} does not occur in {example['query']!r}")
         calls = len(example["expected"])
         counts["refusal" if calls == 0 else "single" if calls == 1 else "multi"] += 1
-    print(f"train 3000 + test 600 examples: {counts}")
+    print(f"train {len(train)} + test {len(test)} examples: {counts}")
     if min(counts.values()) < 100:
         fail("a kind of example is (almost) missing")
 
@@ -85,9 +135,11 @@ def main(argv):
     pooled = {v for pool in (dataset.CITIES, dataset.NAMES, dataset.SONGS, dataset.MESSAGES,
                              dataset.EVENT_TITLES, dataset.PHRASES, dataset.SEARCHES,
                              dataset.ROOMS, dataset.ITEMS) for v in pool[0]}
-    made_up = train_strings - pooled
+    made_up = {v for e in train_single for _, _, v in free_values(e)
+               if isinstance(v, str)} - pooled
     print(f"made-up train string values (--synthetic 0.6): {len(made_up)}")
-    if len(made_up) < len(train_strings) // 2:
+    if len(made_up) < len({v for e in train_single for _, _, v in free_values(e)
+                           if isinstance(v, str)}) // 2:
         fail("--synthetic made up too few values")
 
     with tempfile.TemporaryDirectory() as tmp:

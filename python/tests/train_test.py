@@ -8,8 +8,10 @@ Run by CTest (tests/CMakeLists.txt, only where torch imports):
    rendered turns are checked against the engine inside render.py;
 2. train 12 steps (batch 2, QAT on) from the model's dequant folder: the mean target loss over
    the 8 examples (QAT forward, no grad) must fall below 70% of its value before training;
-3. resume: stop at step 6, then --resume to 12: the same weights as the straight run;
-4. export: requant the weights to a .cact; `needle verify` passes on it, `needle run` answers with
+3. packing (--pack): the examples packed after their shared prefix give the logits they give
+   alone (f32, within 1e-4), and a packed run (--pack 4) lowers the loss below 70% as well;
+4. resume: stop at step 6, then --resume to 12: the same weights as the straight run;
+5. export: requant the weights to a .cact; `needle verify` passes on it, `needle run` answers with
    it, and its dequantized CQ tensors equal the training-time fake quantization of the trained
    weights (what the model saw in training is what the .cact holds), its FP16 tensors the
    weights rounded to FP16.
@@ -41,13 +43,14 @@ def mean_loss(net, rows):
         return float(train.target_loss(net, ids, positions, targets))
 
 
-def run_train(init, data, out, stop_at=0, resume=False):
+def run_train(init, data, out, stop_at=0, resume=False, extra=()):
     argv = ["--init", init, "--data", data, "--out", out, "--steps", "12",
             "--stop-at", str(stop_at), "--batch", "2", "--lr", "3e-3", "--warmup", "2",
             "--log-every", "4",
             "--checkpoint-every", "8", "--seed", "3"]
     if resume:
         argv.append("--resume")
+    argv += list(extra)
     return train.main(argv)
 
 
@@ -82,6 +85,39 @@ def main(argv):
               f"logged {state['losses']}")
         if not after < 0.7 * before:
             fail(f"loss {before:.4f} -> {after:.4f}: not below 70%")
+
+        # Packing (--pack): examples sharing a prefix in one sequence compute what they
+        # compute alone (f32), and a packed run lowers the loss too.
+        packable = train.load_packable(data)
+        groups = train.pack_groups(packable)
+        packs = [(list(packable[g[0]][0]), [(packable[i][1], packable[i][2]) for i in g])
+                 for g in groups]
+        plain_net = needle_model.load_dequant(init)
+        with torch.no_grad():
+            ids, layout, positions, targets = train.make_packed_batch(
+                packs, train.max_back(plain_net.geometry))
+            hidden = plain_net.hidden(ids, layout=layout)
+            packed = plain_net.logits_of(hidden.reshape(-1, hidden.shape[-1])[positions])
+            alone = []
+            for prefix, items in packs:
+                for turn, target in items:
+                    one, where, _ = train.make_batch([(prefix + turn, target)])
+                    h = plain_net.hidden(one)
+                    alone.append(plain_net.logits_of(h.reshape(-1, h.shape[-1])[where]))
+            alone = torch.cat(alone)
+        worst = float((packed - alone).abs().max())
+        print(f"packed: {len(packs)} sequences of {[len(i) for _, i in packs]} examples, "
+              f"{ids.shape[1]} ids wide; max |logit diff| vs unpacked {worst:.3g}")
+        if packed.shape != alone.shape or worst > 1e-4:
+            fail("packed sequences do not compute what the examples compute alone")
+        run_train(init, data, os.path.join(tmp, "packed"), extra=["--pack", "4"])
+        packed_state = torch.load(os.path.join(tmp, "packed", "checkpoint.pt"))
+        packed_net = needle_model.load_dequant(init)
+        packed_net.load_state_dict(packed_state["model"])
+        packed_after = mean_loss(packed_net, rows)
+        print(f"packed run (--pack 4 --batch 2): {before:.4f} -> {packed_after:.4f}")
+        if not packed_after < 0.7 * before:
+            fail(f"packed run: loss {before:.4f} -> {packed_after:.4f}: not below 70%")
 
         run_train(init, data, os.path.join(tmp, "resumed"), stop_at=6)
         run_train(init, data, os.path.join(tmp, "resumed"), resume=True)
