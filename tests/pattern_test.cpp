@@ -90,7 +90,10 @@ TEST_CASE("pattern automaton: what it does not support is refused, never guessed
   CHECK(p->Step(s, kOtherChar));
   CHECK(p->Step(s, kOtherChar));
   CHECK(p->Accepts(s));
-  // Too many states (a long counted repetition) is unsupported too.
+  // Deep nesting (recursion in the parser) and too many states are unsupported too.
+  CHECK_FALSE(Pattern::Compile(std::string(100000, '(') + "a" + std::string(100000, ')')));
+  CHECK(Pattern::Compile(std::string(30, '(') + "a" + std::string(30, ')')).has_value());
+  CHECK_FALSE(Pattern::Compile("^((a{64}){64}){64}$").has_value());
   CHECK_FALSE(Pattern::Compile("^(abcdefgh){40}$").has_value());
 }
 

@@ -155,6 +155,8 @@ class Parser {
       case '.':
         return SetNode(NotOf(Range('\n', '\n') | Range('\r', '\r')));
       case '(': {
+        // Nesting is recursion here: a bound keeps a hostile pattern from exhausting the stack.
+        if (++depth_ > kMaxNesting) return Fail();
         if (More() && Peek() == '?') {
           if (i_ + 1 < t_.size() && t_[i_ + 1] == ':') {
             i_ += 2;
@@ -165,6 +167,7 @@ class Parser {
         NodePtr inner = Alternation();
         if (!ok_ || !More() || Peek() != ')') return Fail();
         ++i_;
+        --depth_;
         return inner;
       }
       case '[':
@@ -283,8 +286,10 @@ class Parser {
     return nullptr;
   }
 
+  static constexpr int kMaxNesting = 32;
   std::string_view t_;
   size_t i_ = 0;
+  int depth_ = 0;
   bool ok_ = true;
 };
 
