@@ -10,27 +10,14 @@
 # Usage: scripts/gen-completion.sh OUT NEEDLE_COMMAND...
 #   NEEDLE_COMMAND: the binary, possibly after an emulator (e.g. qemu-aarch64 build/needle).
 set -euo pipefail
-if [ $# -lt 2 ]; then
-  echo "usage: gen-completion.sh OUT NEEDLE_COMMAND..." >&2
-  exit 2
-fi
-out="$1"
-shift
-needle=("$@")
-parse="$(dirname "$0")/cli-help.awk"
+tool=gen-completion
+# shellcheck source=scripts/cli-help.sh
+source "$(dirname "$0")/cli-help.sh"  # out, needle, top, subcommands, sub_records
 
 # "isas      compiled: scalar avx2 avx512"
 isas="$("${needle[@]}" --version | sed -n 's/^isas *compiled: *//p')" || true
 if [ -z "$isas" ]; then
   echo "gen-completion: no 'isas compiled:' line in '${needle[*]} --version'" >&2
-  exit 1
-fi
-top="$("${needle[@]}" --help | awk -f "$parse")"
-subcommands="$(printf '%s\n' "$top" | awk -F'\t' '
-  $1 == "section" { in_sub = ($2 == "Subcommands") }
-  $1 == "item" && in_sub { split($2, words, " "); print words[1] }')"
-if [ -z "$subcommands" ]; then
-  echo "gen-completion: no subcommands in '${needle[*]} --help'" >&2
   exit 1
 fi
 
@@ -113,7 +100,7 @@ to_bash() {
   echo "_needle_subcommands=\"$(tr '\n' ' ' <<<"$subcommands" | sed 's/ $//')\""
   printf '%s\n' "$top" | to_table | to_bash needle
   for sub in $subcommands; do
-    "${needle[@]}" "$sub" --help | awk -f "$parse" | to_table | to_bash "$sub"
+    sub_records "$sub" | to_table | to_bash "$sub"
   done
   cat <<'EOF'
 

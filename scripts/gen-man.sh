@@ -5,26 +5,13 @@
 # Usage: scripts/gen-man.sh OUT NEEDLE_COMMAND...
 #   NEEDLE_COMMAND: the binary, possibly after an emulator (e.g. qemu-aarch64 build/needle).
 set -euo pipefail
-if [ $# -lt 2 ]; then
-  echo "usage: gen-man.sh OUT NEEDLE_COMMAND..." >&2
-  exit 2
-fi
-out="$1"
-shift
-needle=("$@")
-parse="$(dirname "$0")/cli-help.awk"
+tool=gen-man
+# shellcheck source=scripts/cli-help.sh
+source "$(dirname "$0")/cli-help.sh"  # out, needle, top, subcommands, sub_records
 
 version="$("${needle[@]}" --version | head -n 1)" || true  # "needle 0.1.0"
 if [[ $version != "needle "* ]]; then
   echo "gen-man: '${needle[*]} --version' did not print the version" >&2
-  exit 1
-fi
-top="$("${needle[@]}" --help | awk -f "$parse")"
-subcommands="$(printf '%s\n' "$top" | awk -F'\t' '
-  $1 == "section" { in_sub = ($2 == "Subcommands") }
-  $1 == "item" && in_sub { split($2, words, " "); print words[1] }')"
-if [ -z "$subcommands" ]; then
-  echo "gen-man: no subcommands in '${needle[*]} --help'" >&2
   exit 1
 fi
 
@@ -111,7 +98,7 @@ to_roff() {
   printf '%s\n' "$top" | to_roff top ""
   echo ".SH SUBCOMMANDS"
   for sub in $subcommands; do
-    "${needle[@]}" "$sub" --help | awk -f "$parse" | to_roff sub "$sub"
+    sub_records "$sub" | to_roff sub "$sub"
   done
   printf '%s\n' "$top" | to_roff exit ""
   cat <<'EOF'

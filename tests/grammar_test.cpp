@@ -169,63 +169,65 @@ TEST_CASE("value limits: checked when a value closes (the engine), pruned only w
           "[grammar]") {
   const char* tool =
       R"({"name":"t","parameters":{"type":"object","properties":{"h":{"type":"integer","minimum":0,"maximum":23},"n":{"type":"number","minimum":-1,"exclusiveMaximum":2.5},"s":{"type":"string","minLength":3},"d":{"type":"integer","minimum":-500,"maximum":-20},"x":{"type":"integer","minimum":10,"exclusiveMinimum":true,"maximum":12},"p":{"type":"number","exclusiveMinimum":0}}}})";
-  CompatOptions strict;
+  CompatOptions strict;  // --enforce-schema: prune what cannot end in range
   strict.enforce_value_limits = true;
-  const CallGrammar g(BuildCallSchema({tool}), strict);
-  const CallGrammar engine(BuildCallSchema({tool}));  // the engine: limits only at the close
-  CompatOptions none;
+  CompatOptions none;  // no limits at all
   none.check_limits_at_close = false;
+  const CallGrammar enforced(BuildCallSchema({tool}), strict);
+  const CallGrammar engine(BuildCallSchema({tool}));  // the default: limits only at the close
   const CallGrammar unchecked(BuildCallSchema({tool}), none);
-  auto call = [](const std::string& args) {
-    return R"([{"name":"t","arguments":{)" + args + "}}]";
+  // What each grammar does with the arguments text `args` (after `{"name":"t","arguments":{`):
+  // 'C' = the whole call completes, 'P' = accepted as a prefix (the value may go on),
+  // '-' = refused.
+  struct Row {
+    const char* args;
+    char enforced, engine, unchecked;
+    const char* why;
   };
-  // Integers: a prefix is refused as soon as no completion can end in range.
-  CHECK(Complete(g, call(R"("h":23)")));
-  CHECK(Complete(g, call(R"("h":0)")));
-  CHECK(Complete(g, call(R"("h":007)")));  // leading zeros are accepted (the engine's rule)
-  CHECK_FALSE(Accepts(g, call(R"("h":24)").substr(0, 33)));
-  CHECK_FALSE(Accepts(g, R"([{"name":"t","arguments":{"h":3)"
-                         "0"));
-  CHECK(Accepts(g, R"([{"name":"t","arguments":{"h":-)"));  // "-0" is 0
-  CHECK_FALSE(Accepts(g, R"([{"name":"t","arguments":{"h":-1)"));
-  CHECK_FALSE(Accepts(g, R"([{"name":"t","arguments":{"x":-)"));
-  // The engine: any prefix, but no close out of range (so "444" can only go on).
-  CHECK(Accepts(engine, R"([{"name":"t","arguments":{"h":444)"));
-  CHECK_FALSE(Accepts(engine, R"([{"name":"t","arguments":{"h":444,)"));
-  CHECK_FALSE(Complete(engine, call(R"("h":-1)")));
-  CHECK(Complete(engine, call(R"("h":23)")));
-  CHECK(Complete(unchecked, call(R"("h":444)")));
-  CHECK(Complete(unchecked, call(R"("h":-1)")));
-  // Negative ranges: "-2" can still become -20..-299; "-1" cannot end (below 20 in magnitude)
-  // but can go on ("-10" .. "-19" are out, "-100" is in).
-  CHECK(Complete(g, call(R"("d":-20)")));
-  CHECK(Complete(g, call(R"("d":-500)")));
-  CHECK_FALSE(Complete(g, call(R"("d":-19)")));
-  CHECK_FALSE(Complete(g, call(R"("d":-501)")));
-  CHECK(Complete(g, call(R"("d":-100)")));
-  CHECK_FALSE(Accepts(g, R"([{"name":"t","arguments":{"d":5)"));
-  // Draft-4 boolean exclusiveMinimum: 10 excluded, 11 and 12 in.
-  CHECK_FALSE(Complete(g, call(R"("x":10)")));
-  CHECK(Complete(g, call(R"("x":11)")));
-  CHECK_FALSE(Complete(g, call(R"("x":13)")));
-  // Numbers: checked when they close (a fraction or exponent can still bring them in range).
-  CHECK(Complete(g, call(R"("n":2.4)")));
-  CHECK(Complete(g, call(R"("n":-1)")));
-  CHECK(Complete(g, call(R"("n":25e-1)")) == false);  // 2.5: the maximum is exclusive
-  CHECK(Complete(g, call(R"("n":24e-1)")));
-  CHECK(Complete(g, call(R"("n":-0.5E+0)")));
-  CHECK_FALSE(Complete(g, call(R"("n":-1.01)")));
-  CHECK_FALSE(Complete(g, call(R"("p":0e99999)")));  // zero, whatever the exponent
-  CHECK_FALSE(Complete(g, call(R"("p":-0.0)")));
-  CHECK(Complete(g, call(R"("p":1e-300)")));
-  CHECK(Accepts(g, R"([{"name":"t","arguments":{"n":7)"));  // 7e-1 is still possible
-  CHECK_FALSE(Accepts(g, R"([{"name":"t","arguments":{"n":7,)"));
-  // minLength: the closing quote waits for 3 characters (escapes count as one).
-  CHECK_FALSE(Complete(g, call(R"("s":"ab")")));
-  CHECK(Complete(g, call(R"("s":"a\nb")")));
-  CHECK_FALSE(Complete(engine, call(R"("s":"ab")")));
-  CHECK(Accepts(engine, R"([{"name":"t","arguments":{"s":"ab)"));
-  CHECK(Complete(unchecked, call(R"("s":"ab")")));
+  const Row rows[] = {
+      {R"("h":23)", 'C', 'C', 'C', "in range"},
+      {R"("h":0)", 'C', 'C', 'C', "in range"},
+      {R"("h":007)", 'C', 'C', 'C', "leading zeros are accepted (the engine's rule)"},
+      {R"("h":24)", '-', 'P', 'C', "out of range: pruned, or (engine) it cannot close"},
+      {R"("h":30)", '-', 'P', 'C', "'3' then '0': no completion in range"},
+      {R"("h":444)", '-', 'P', 'C', "the engine can only go on: 444... until the budget"},
+      {R"("h":-)", 'P', 'P', 'P', "\"-0\" is 0"},
+      {R"("h":-1)", '-', 'P', 'C', "below the minimum"},
+      {R"("x":-)", '-', 'P', 'P', "no negative value above 10"},
+      {R"("d":-20)", 'C', 'C', 'C', "negative range -500..-20"},
+      {R"("d":-500)", 'C', 'C', 'C', "negative range"},
+      {R"("d":-19)", 'P', 'P', 'C', "above the maximum, but -190 would be in range"},
+      {R"("d":-501)", '-', 'P', 'C', "below the minimum, and more digits go further"},
+      {R"("d":-100)", 'C', 'C', 'C', "negative range"},
+      {R"("d":5)", '-', 'P', 'C', "no positive value in range"},
+      {R"("x":10)", '-', 'P', 'C', "draft-4 boolean exclusiveMinimum: 10 excluded"},
+      {R"("x":11)", 'C', 'C', 'C', "11 and 12 in"},
+      {R"("x":13)", '-', 'P', 'C', "above the maximum"},
+      {R"("n":2.4)", 'C', 'C', 'C', "numbers are checked when they close"},
+      {R"("n":-1)", 'C', 'C', 'C', "the minimum itself"},
+      {R"("n":25e-1)", 'P', 'P', 'C', "2.5 (exclusive maximum); 25e-10 is still possible"},
+      {R"("n":24e-1)", 'C', 'C', 'C', "2.4 through an exponent"},
+      {R"("n":-0.5E+0)", 'C', 'C', 'C', "-0.5"},
+      {R"("n":-1.01)", 'P', 'P', 'C', "below the minimum; -1.01e-3 is still possible"},
+      {R"("n":7)", 'P', 'P', 'C', "7e-1 is still possible"},
+      {R"("p":0e99999)", 'P', 'P', 'C', "zero, whatever the exponent (not NaN): cannot close"},
+      {R"("p":-0.0)", '-', 'P', 'C', "no value <= 0 is above an exclusive 0"},
+      {R"("p":1e-300)", 'C', 'C', 'C', "tiny but positive"},
+      {R"("s":"ab")", '-', '-', 'C', "minLength 3: the closing quote must wait"},
+      {R"("s":"ab)", 'P', 'P', 'P', "the string may go on"},
+      {R"("s":"a\nb")", 'C', 'C', 'C', "an escape counts as one character"},
+  };
+  for (const Row& row : rows) {
+    const std::string prefix = std::string(R"([{"name":"t","arguments":{)") + row.args;
+    const std::string call = prefix + "}}]";
+    auto outcome = [&](const CallGrammar& g) {
+      return Complete(g, call) ? 'C' : Accepts(g, prefix) ? 'P' : '-';
+    };
+    INFO(row.args << ": " << row.why);
+    CHECK(outcome(enforced) == row.enforced);
+    CHECK(outcome(engine) == row.engine);
+    CHECK(outcome(unchecked) == row.unchecked);
+  }
 }
 
 TEST_CASE("every complete call the grammar lets through validates against its JSON schema",

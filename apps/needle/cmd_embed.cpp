@@ -32,22 +32,36 @@ struct EmbedArgs {
   OutputArgs output;
 };
 
+format::CactFile OpenModel(const EmbedArgs& a) {
+  return format::CactFile::Open(
+      a.model.path, a.model.no_mmap ? format::LoadMode::kRead : format::LoadMode::kMmapPrefault);
+}
+
+// Threads, numeric path and ISA of the heads' decoder.
+session::EmbedderConfig ConfigOf(const EmbedArgs& a) {
+  session::EmbedderConfig cfg;
+  cfg.threads = a.threads.Resolve();
+  cfg.numerics = model::ParseNumericPath(a.numerics.numerics);
+  cfg.kernels = a.isa.empty() ? nullptr : &kernels::KernelsFor(a.isa);
+  return cfg;
+}
+
+std::string ToolsLabel(const EmbedArgs& a) {
+  return a.tools_path == "-" ? std::string("<stdin>") : a.tools_path;
+}
+
 // --confidence: for each query, the prompt `needle run` renders (tools prefix pinned as sinks,
 // then the user turn) pooled into the confidence head, before any token is generated.
 void Confidence(const EmbedArgs& a) {
   if (a.texts.empty()) Fail<UsageError>("--confidence needs QUERY texts to score");
   const std::string tools_json = a.tools_path.empty() ? std::string() : ReadTextInput(a.tools_path);
-  const std::string label = (a.tools_path == "-" ? std::string("<stdin>") : a.tools_path);
+  const std::string label = ToolsLabel(a);
   const std::string tools_text = text::RenderToolsText(tools_json, label + ": tools");
-  const format::CactFile file = format::CactFile::Open(
-      a.model.path, a.model.no_mmap ? format::LoadMode::kRead : format::LoadMode::kMmapPrefault);
+  const format::CactFile file = OpenModel(a);
   const auto model = std::make_shared<const model::Model>(file);
   const auto tokenizer = text::Tokenizer::FromCact(file);
   const text::PromptRenderer renderer(tokenizer);
-  session::EmbedderConfig cfg;
-  cfg.threads = a.threads.Resolve();
-  cfg.numerics = model::ParseNumericPath(a.numerics.numerics);
-  cfg.kernels = a.isa.empty() ? nullptr : &kernels::KernelsFor(a.isa);
+  const session::EmbedderConfig cfg = ConfigOf(a);
   session::ConfidenceScorer scorer(model, cfg);
   // More tools than the prompt shows: each query renders the ones retrieval picks, as in run.
   std::unique_ptr<session::Session> retrieval;
@@ -98,19 +112,15 @@ void Embed(const EmbedArgs& a) {
     Fail<UsageError>("nothing to embed: give TEXT arguments or --tools FILE");
   std::vector<std::string> tools;
   if (!a.tools_path.empty()) {
-    const std::string label = (a.tools_path == "-" ? std::string("<stdin>") : a.tools_path);
+    const std::string label = ToolsLabel(a);
     const std::string tools_text =
         text::RenderToolsText(ReadTextInput(a.tools_path), label + ": tools");
     tools = text::ToolInventory(tools_text, label + ": tools");
   }
-  const format::CactFile file = format::CactFile::Open(
-      a.model.path, a.model.no_mmap ? format::LoadMode::kRead : format::LoadMode::kMmapPrefault);
+  const format::CactFile file = OpenModel(a);
   const auto tokenizer = text::Tokenizer::FromCact(file);
   const text::PromptRenderer renderer(tokenizer);
-  session::EmbedderConfig cfg;
-  cfg.threads = a.threads.Resolve();
-  cfg.numerics = model::ParseNumericPath(a.numerics.numerics);
-  cfg.kernels = a.isa.empty() ? nullptr : &kernels::KernelsFor(a.isa);
+  const session::EmbedderConfig cfg = ConfigOf(a);
   session::ContrastiveEmbedder embedder(std::make_shared<const model::Model>(file), tokenizer,
                                         renderer.tokens().bos, cfg);
   if (a.output.machine()) {

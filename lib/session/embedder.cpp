@@ -5,6 +5,19 @@
 
 namespace needle::session {
 
+namespace {
+// A decoder of max_seq_len positions that pools every cell into the probe heads.
+model::DecoderConfig PoolingConfig(const model::Model& model, const EmbedderConfig& config) {
+  model::DecoderConfig dc;
+  dc.max_positions = model.file().geometry().max_seq_len;
+  dc.threads = config.threads;
+  dc.path = config.numerics;
+  dc.kernels = config.kernels;
+  dc.pool_heads = true;
+  return dc;
+}
+}  // namespace
+
 int FindHead(const model::Model& model, format::HeadKind kind) {
   const auto& heads = model.weights().heads;
   for (size_t h = 0; h < heads.size(); ++h)
@@ -21,13 +34,7 @@ ContrastiveEmbedder::ContrastiveEmbedder(std::shared_ptr<const model::Model> mod
     Fail<InvalidInput>("{}: the model has no contrastive head (embeddings need one)",
                        model_->file().path());
   head_ = static_cast<size_t>(head);
-  model::DecoderConfig dc;
-  dc.max_positions = model_->file().geometry().max_seq_len;
-  dc.threads = config.threads;
-  dc.path = config.numerics;
-  dc.kernels = config.kernels;
-  dc.pool_heads = true;
-  decoder_ = std::make_unique<model::Decoder>(*model_, dc);
+  decoder_ = std::make_unique<model::Decoder>(*model_, PoolingConfig(*model_, config));
 }
 
 size_t ContrastiveEmbedder::dim() const { return model_->weights().heads[head_].out_dim; }
@@ -50,15 +57,9 @@ ConfidenceScorer::ConfidenceScorer(std::shared_ptr<const model::Model> model,
   const int head = FindHead(*model_, format::HeadKind::kConfidence);
   if (head < 0) Fail<InvalidInput>("{}: the model has no confidence head", model_->file().path());
   head_ = static_cast<size_t>(head);
-  const auto& g = model_->file().geometry();
-  model::DecoderConfig dc;
-  dc.kv_window = g.kv_window;
-  dc.max_sink_len = g.max_seq_len;
-  dc.max_positions = g.max_seq_len;
-  dc.threads = config.threads;
-  dc.path = config.numerics;
-  dc.kernels = config.kernels;
-  dc.pool_heads = true;
+  model::DecoderConfig dc = PoolingConfig(*model_, config);
+  dc.kv_window = model_->file().geometry().kv_window;  // as a session's decoder
+  dc.max_sink_len = model_->file().geometry().max_seq_len;
   decoder_ = std::make_unique<model::Decoder>(*model_, dc);
 }
 

@@ -62,15 +62,8 @@ def apply_bits_map(net, spec):
 
 
 def load_examples(path):
-    rows = []
-    with open(path, encoding="utf-8") as handle:
-        for line in handle:
-            if line.strip():
-                row = json.loads(line)
-                rows.append((row["prefix_ids"] + row["turn_ids"], row["target_ids"]))
-    if not rows:
-        raise ValueError(f"{path}: no examples")
-    return rows
+    """[(prefix + turn, target)] of a rendered file."""
+    return [(list(prefix) + turn, target) for prefix, turn, target in load_packable(path)]
 
 
 def load_packable(path):
