@@ -55,6 +55,38 @@ TEST_CASE("a branch ends at the byte that leaves its value, not at a number's de
   CHECK_FALSE(ge.FeedClosesArgumentValue(s, ","));
 }
 
+TEST_CASE("an object or array value's branch ends at its closing byte only as a token's last",
+          "[protocol]") {
+  // Measured on the engine (docs/PROTOCOL-NOTES.md item 2): the demo model, `send_message` with a
+  // nested `state` object: the branch at `"state":` runs through `},` and `"unit":"fahrenheit`
+  // and ends at the quote closing that string (16 tokens, 15 uncharged); a string closing inside
+  // the nested object does not end it.
+  const grammar::CallGrammar g(grammar::BuildCallSchema(
+      {R"({"name":"send_message","parameters":{"type":"object","properties":{"state":{"type":"object","properties":{"city":{"type":"string"},"country":{"type":"string"}}},"zones":{"type":"array","items":{"type":"string"}},"unit":{"type":"string"}}}})"}));
+  const std::string head = R"([{"name":"send_message","arguments":{)";
+  grammar::GrammarState s = g.Start();
+  REQUIRE(g.Feed(s, head + R"("state":)"));
+  REQUIRE(g.ArgumentValueStart(s) >= 0);
+  CHECK_FALSE(g.FeedClosesArgumentValue(s, "{\"city\":\"Lagos\",\""));  // nested string closed
+  CHECK_FALSE(g.FeedClosesArgumentValue(s, "country\":\"NG"));
+  CHECK_FALSE(g.FeedClosesArgumentValue(s, "\"},\""));  // the object's `}` with more bytes
+  CHECK_FALSE(g.FeedClosesArgumentValue(s, "unit\":\"f"));
+  CHECK(g.FeedClosesArgumentValue(s, "\""));
+  // The object's `}` as the token's last byte ends the branch; `}}` closes the arguments too.
+  for (const char* close : {"}", "}}"}) {
+    s = g.Start();
+    REQUIRE(g.Feed(s, head + R"("state":{"city":"x")"));
+    CHECK(g.FeedClosesArgumentValue(s, close));
+  }
+  // The same for an array value.
+  s = g.Start();
+  REQUIRE(g.Feed(s, head + R"("zones":["a")"));
+  grammar::GrammarState copy;
+  grammar::CallGrammar::CopyState(s, &copy);
+  CHECK_FALSE(g.FeedClosesArgumentValue(s, "],"));
+  CHECK(g.FeedClosesArgumentValue(copy, "]"));
+}
+
 TEST_CASE("validation: engine grounding form, length floors, generation order, enums skipped",
           "[protocol]") {
   const grammar::CallSchema schema = grammar::BuildCallSchema({kAlarm});
@@ -62,19 +94,30 @@ TEST_CASE("validation: engine grounding form, length floors, generation order, e
   // Generation order (not alphabetical): room before hour before note.
   const auto v = session::Validate(
       R"([{"name":"set_alarm","arguments":{"room":"garage","hour":9,"note":"xyz","unit":"fahrenheit","on":true}}])",
-      "Wake me at 7 in the kitchen", schema);
+      "Wake me at 7 in the kitchen", "Wake me at 7 in the kitchen", schema);
   CHECK(v.ungrounded ==
         std::vector<std::string>{"set_alarm.room", "set_alarm.hour", "set_alarm.note"});
   // Strings shorter than 3 characters (after normalization) are never flagged; numbers are.
   const auto short_values = session::Validate(
       R"([{"name":"set_alarm","arguments":{"room":"ab","note":"a-b ","hour":5}}])", "hello",
-      schema);
+      "hello", schema);
   CHECK(short_values.ungrounded == std::vector<std::string>{"set_alarm.hour"});
   // Normalization on both sides: ' ', '-', '_' deleted, ASCII lower-cased; numbers canonical.
   const auto grounded = session::Validate(
       R"([{"name":"set_alarm","arguments":{"room":"Living Room","hour":7,"level":2.50}}])",
-      "turn the living-room to level 2.5 at 7", schema);
+      "turn the living-room to level 2.5 at 7", "turn the living-room to level 2.5 at 7", schema);
   CHECK(grounded.ungrounded.empty());
+  // Grounding searches everything said since the reset; negation only this turn's input.
+  const auto later = session::Validate(
+      R"([{"name":"set_alarm","arguments":{"room":"garage","hour":7}}])",
+      "don't wake me at 7 in the garage\n{\"ok\": true}\n", "{\"ok\": true}", schema);
+  CHECK(later.ungrounded.empty());
+  CHECK_FALSE(later.negation);
+  const auto this_turn =
+      session::Validate(R"([{"name":"set_alarm","arguments":{"room":"garage","hour":7}}])",
+                        "wake me at 7\n", "don't wake me in the garage", schema);
+  CHECK(this_turn.ungrounded == std::vector<std::string>{"set_alarm.room"});
+  CHECK(this_turn.negation);
 }
 
 TEST_CASE("negation: the engine's phrases and exemptions", "[protocol]") {

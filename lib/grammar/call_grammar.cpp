@@ -204,11 +204,19 @@ bool CallGrammar::FeedClosesArgumentValue(GrammarState& s, std::string_view byte
   // goes straight on (`,` waits for a key): a branch running through `0,"hour":` continues
   // (measured on the engine: docs/PROTOCOL-NOTES.md item 2). Our integer enum literal is complete
   // at its last digit; the engine's number is still open there, so a digit never ends it.
+  // A container value's closing byte followed by more bytes of the same token (`},"unit"`) goes
+  // straight on, like a number's delimiter (measured on the engine: an object branch runs through
+  // `},` into the next key and its value).
   bool done = false;
-  for (char c : bytes) {
+  for (size_t i = 0; i < bytes.size(); ++i) {
+    const char c = bytes[i];
+    const int depth_before = s.depth;
     if (!Feed(s, static_cast<uint8_t>(c))) return true;
-    done =
-        done || s.depth < 3 || (s.depth == 3 && s.frames[2].phase == 3 && !(c >= '0' && c <= '9'));
+    const bool container_closed = (c == '}' || c == ']') && depth_before > 3 && s.depth == 3;
+    const bool last = i + 1 == bytes.size();
+    done = done || s.depth < 3 ||
+           (s.depth == 3 && s.frames[2].phase == 3 && !(c >= '0' && c <= '9') &&
+            (!container_closed || last));
   }
   return done;
 }

@@ -123,8 +123,9 @@ class CallGrammar {
   // arguments object. True if a byte of the token left the object right after the value (or
   // closed the object), even when a later byte opens the next key (`","`), or if a byte was
   // rejected. A number closed by `,` goes straight on to the next key and does not count, nor does
-  // the last digit of an integer enum literal. The engine's stop test for value-start branch
-  // extensions (docs/PROTOCOL-NOTES.md item 2).
+  // the last digit of an integer enum literal; an object or array value's own `}` / `]` counts
+  // only as the token's last byte (`},` goes on to the next key). The engine's stop test for
+  // value-start branch extensions (docs/PROTOCOL-NOTES.md item 2).
   bool FeedClosesArgumentValue(GrammarState& s, std::string_view bytes) const;
 
  private:

@@ -95,6 +95,10 @@ struct Session::TurnState {
   std::vector<uint8_t> seen;  // tokens committed this turn (repetition penalty)
   StopReason stop = StopReason::kBudget;
   int remaining() const { return max_new_tokens - counted; }
+  // The branching floor counts every committed token, an earlier branch's extension included
+  // (measured on the engine: after a 16-token object branch charged 1, a number 33 tokens later
+  // branches only from max_tokens 70 on, not 55).
+  int remaining_committed() const { return max_new_tokens - committed; }
 };
 
 Session::Session(const format::CactFile& file, const SessionConfig& config, std::string_view system,
@@ -662,10 +666,10 @@ void Session::DecodeCall(TurnState& t, bool require_call) {
           continue;
         }
       }
-      const bool branch_type =
-          (sn.has_enum && grounded.empty()) ||
-          (!sn.has_enum && (sn.types & (grammar::kTypeInteger | grammar::kTypeNumber |
-                                        grammar::kTypeBoolean | grammar::kTypeString)));
+      // Every kind of value branches, containers included (an object value's branch runs until
+      // the object closes; measured on the engine: the reply changes exactly where 29 tokens of
+      // budget are left at a nested object's start).
+      const bool branch_type = !sn.has_enum || grounded.empty();
       const int32_t top = BestAllowed(allowed_);
       // The engine's step distribution at a value start is a softmax over its candidate list
       // (tokens whose first byte can start some JSON value, plus <|im_end|> and </tool_call>),
@@ -679,7 +683,7 @@ void Session::DecodeCall(TurnState& t, bool require_call) {
       const bool quote_taken = after_quote && !sn.has_enum;
       if (branch_type && !quote_taken && n_allowed >= 2 &&
           list_stats.Prob(logits_[top]) < pc.branch_threshold &&
-          t.remaining() >= pc.branch_min_budget) {
+          t.remaining_committed() >= pc.branch_min_budget) {
         // Value-start branching: explore the best few first tokens, keep the best mean log-prob.
         std::vector<int32_t> cands;
         for (int32_t id = 0; id < static_cast<int32_t>(logits_.size()); ++id)
@@ -955,7 +959,7 @@ void Session::Finish(TurnState& t, Reply* reply) {
         reply->function_calls = t.calls;
         last_turn_had_calls_ = parsed.is_array() && !parsed.empty();
         if (last_turn_had_calls_) {
-          Validation v = Validate(t.calls, t.query, grammar_->schema());
+          Validation v = Validate(t.calls, t.said, t.query, grammar_->schema());
           reply->has_validation = true;
           reply->ungrounded = std::move(v.ungrounded);
           reply->negation = v.negation;

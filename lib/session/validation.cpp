@@ -44,10 +44,10 @@ std::string GroundingForm(std::string_view s) {
   return out;
 }
 
-Validation Validate(std::string_view calls_json, std::string_view query,
+Validation Validate(std::string_view calls_json, std::string_view said, std::string_view query,
                     const grammar::CallSchema& schema) {
   Validation v;
-  const std::string q = GroundingForm(query);
+  const std::string q = GroundingForm(said);
   // ordered_json keeps the generation order of the arguments.
   const auto calls = nlohmann::ordered_json::parse(calls_json, nullptr, false);
   if (calls.is_array()) {

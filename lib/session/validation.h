@@ -20,9 +20,12 @@ std::string GroundingForm(std::string_view s);
 
 // `calls_json`: a successful, non-empty call array as generated. Top-level argument values only:
 // strings (normalized length >= 3) and numbers (trailing fraction zeros and '.' dropped, length
-// >= 1) are flagged when their form is not a substring of the query's form; enum/const
-// arguments, booleans, null, arrays and objects are skipped.
-Validation Validate(std::string_view calls_json, std::string_view query,
+// >= 1) are flagged when their form is not a substring of the form of `said` (every input since
+// the conversation's reset, tool results included); enum/const arguments, booleans, null, arrays
+// and objects are skipped. Negation looks at this turn's `query` only (measured on the engine: a
+// tool-result turn's call grounded by the first turn's words is not flagged, and that turn's
+// "don't" does not set negation).
+Validation Validate(std::string_view calls_json, std::string_view said, std::string_view query,
                     const grammar::CallSchema& schema);
 
 // Negation: the lower-cased query contains one of the engine's ten phrases, not followed (after
