@@ -46,7 +46,8 @@ const std::map<std::string, Steps>& Open() {
 
 // Turns whose confidence (4 decimals) still differs; the fixture models: the turns above.
 Steps OpenConfidence(const std::string& model) {
-  // demo case 13 step 2: only the head part differs (0.5378 vs the engine's 0.5430).
+  // demo case 13 step 2 (7 tools: retrieval rebuilt the context): the decode part is a branch
+  // extension token's probability, 0.5378 here, 0.5430 in the engine; the text is the same.
   if (model == "demo") return {{13, 2}};
   return Open().at(model);
 }

@@ -45,7 +45,12 @@ double NumberValue(const NumberState& num) {
 
 bool InRange(const SchemaNode& n, double v) {
   if (v < n.minimum || (n.exclusive_minimum && v == n.minimum)) return false;
-  return !(v > n.maximum || (n.exclusive_maximum && v == n.maximum));
+  if (v > n.maximum || (n.exclusive_maximum && v == n.maximum)) return false;
+  if (n.multiple_of > 0) {
+    const double q = v / n.multiple_of;
+    if (std::fabs(q - std::round(q)) > 1e-9) return false;
+  }
+  return true;
 }
 
 // Whether an integer whose sign and leading digits are fixed can still end in the node's range:
@@ -75,6 +80,71 @@ bool NegativeViable(const SchemaNode& n, const Frame& f, const NumberState& num)
   if (f.integer_only) return IntegerViable(n, num, false);
   return !n.has_range || n.minimum < 0 || (n.minimum == 0 && !n.exclusive_minimum);
 }
+// The engine's number byte after the first: digits and `+ - . e E` continue the number (false:
+// the byte ends it). The value is tracked as strtod reads the text's longest numeric prefix;
+// phases: 1 sign, 2 integer digits, 3 point, 4 fraction digits, 5 `e`, 6 exponent sign,
+// 7 exponent digits, 8 past the prefix (the rest is not read).
+bool LaxNumberByte(NumberState& num, uint8_t& phase, uint8_t c) {
+  const bool digit = IsDigit(c);
+  if (!digit && c != '+' && c != '-' && c != '.' && c != 'e' && c != 'E') return false;
+  const bool exp = c == 'e' || c == 'E';
+  switch (phase) {
+    case 0:  // the first byte (a value starts a number only with `-` or a digit)
+      if (c == '-') {
+        num.negative = true;
+        phase = 1;
+      } else {
+        AddDigit(num, c, false);
+        num.mantissa_digit = true;
+        phase = 2;
+      }
+      break;
+    case 1:
+    case 2:
+      if (digit) {
+        AddDigit(num, c, false);
+        num.mantissa_digit = true;
+        phase = 2;
+      } else {
+        phase = c == '.' ? 3 : exp && phase == 2 ? 5 : 8;
+      }
+      break;
+    case 3:
+    case 4:
+      if (digit) {
+        AddDigit(num, c, true);
+        num.mantissa_digit = true;
+        phase = 4;
+      } else {
+        phase = exp && num.mantissa_digit ? 5 : 8;
+      }
+      break;
+    case 5:
+      if (digit) {
+        AddExponentDigit(num, c);
+        phase = 7;
+      } else if (c == '+' || c == '-') {
+        num.exp_negative = c == '-';
+        phase = 6;
+      } else {
+        phase = 8;
+      }
+      break;
+    case 6:
+    case 7:
+      if (digit) {
+        AddExponentDigit(num, c);
+        phase = 7;
+      } else {
+        phase = 8;
+      }
+      break;
+    default:
+      break;
+  }
+  return true;
+}
+
 bool IsHex(uint8_t c) { return IsDigit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'); }
 int HexValue(uint8_t c) {
   if (IsDigit(c)) return c - '0';
@@ -557,8 +627,8 @@ CallGrammar::Result CallGrammar::Step(GrammarState& s, uint8_t c) const {
       const SchemaNode& n = schema_.nodes[f.node];
       // `ranges`: the value is tracked and checked when it closes (the engine's rule);
       // `prune`: also refuse digits once no completion can end in range (--enforce-schema).
-      const bool ranges =
-          n.has_range && (compat_.enforce_value_limits || compat_.check_limits_at_close);
+      const bool ranges = (n.has_range || n.multiple_of > 0) &&
+                          (compat_.enforce_value_limits || compat_.check_limits_at_close);
       const bool prune = ranges && compat_.enforce_value_limits;
       auto end = [&] {
         // A value outside the schema's range cannot end here (it may still go on).
@@ -575,6 +645,10 @@ CallGrammar::Result CallGrammar::Step(GrammarState& s, uint8_t c) const {
                                                                              : Result::kReject;
       };
       const bool digit = IsDigit(c);
+      if (compat_.lax_numbers && !compat_.enforce_value_limits) {
+        if (LaxNumberByte(s.number, f.phase, c)) return Result::kAccept;
+        return f.phase == 0 ? Result::kReject : end();
+      }
       switch (f.phase) {
         case 0:
           if (c == '-') {

@@ -44,6 +44,13 @@ struct CompatOptions {
   // exclusive* and a string shorter than minLength cannot close; nothing is pruned before, so
   // such a value can run on until the budget ends.
   bool check_limits_at_close = true;
+  // The engine's number syntax (read from its byte scanner, measured on the demo model: it writes
+  // `"temperature":339ee2...`): after the first byte (`-` or a digit) any run of digits and
+  // `+ - . e E` (integers too); the value checked at the close is the longest prefix strtod
+  // reads ("339ee2" -> 339). Such text is not JSON: a call that completes with it is malformed.
+  // Off (and always under enforce_value_limits): JSON numbers, integers without fraction or
+  // exponent.
+  bool lax_numbers = true;
 };
 
 // Literal sets of Frame::literal_set.
@@ -58,6 +65,7 @@ struct NumberState {
   uint64_t digits = 0;
   int32_t scale = 0, exponent = 0;
   bool negative = false, exp_negative = false;
+  bool mantissa_digit = false;  // lax numbers: a digit before the exponent (strtod needs one)
 };
 
 // One level of the pushdown stack. Plain data: states are copied per candidate token.

@@ -65,6 +65,7 @@ void ReadRange(const Json& j, SchemaNode* n) {
   if (number("exclusiveMaximum", &v) && v <= n->maximum)
     n->maximum = v, n->exclusive_maximum = true;
   n->has_range = std::isfinite(n->minimum) || std::isfinite(n->maximum);
+  if (number("multipleOf", &v) && v > 0) n->multiple_of = v;
 }
 
 class Builder {

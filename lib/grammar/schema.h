@@ -44,6 +44,9 @@ struct SchemaNode {
   bool has_range = false;
   double minimum = -HUGE_VAL, maximum = HUGE_VAL;
   bool exclusive_minimum = false, exclusive_maximum = false;
+  // Numbers: multipleOf (0 = none), checked when the value closes like the range: the quotient
+  // must be within 1e-9 of an integer (the engine's test).
+  double multiple_of = 0;
   // Strings: index into CallSchema::patterns of the node's `pattern` (or, without one, of its
   // `format` when that has a regular shape); -1 = none or not supported (then not pruned).
   int32_t pattern = -1;
