@@ -136,3 +136,43 @@ TEST_CASE("session-v2 goldens: small-crafted-0.8", "[session][golden]") {
 TEST_CASE("session-v2 goldens: demo", "[session][golden]") {
   CheckModel("demo", std::string(NEEDLE_EXAMPLES_DIR) + "/demo.cact");
 }
+
+// Every line of the demo model's held-out set as a fresh turn (the eval's budget), against the
+// engine's replies (scripts/official/make-heldout-goldens.sh): the whole envelope (timing aside;
+// confidence to the fourth decimal), the return value and the call text, with no exception.
+TEST_CASE("held-out goldens: demo, every reply identical to the engine's", "[session][golden]") {
+  const json golden = json::parse(std::ifstream(DataPath("golden/heldout/demo.heldout.json")));
+  const std::string examples = NEEDLE_EXAMPLES_DIR;
+  const format::CactFile file = format::CactFile::Open(examples + "/demo.cact");
+  std::ifstream in(examples + "/" + golden["heldout"].get<std::string>());
+  std::vector<nlohmann::ordered_json> lines;
+  for (std::string line; std::getline(in, line);)
+    lines.push_back(nlohmann::ordered_json::parse(line));
+  REQUIRE(lines.size() == golden["replies"].size());
+  const int max_tokens = golden["max_tokens"].get<int>();
+  int identical = 0;
+  for (const json& g : golden["replies"]) {
+    const auto& line = lines.at(g["line"].get<size_t>());
+    // The tools as the engine got them (key order kept; the spacing does not matter).
+    session::Session s(file, {}, "", line["tools"].dump());
+    const session::Reply r = s.Respond(line["query"].get<std::string>(), max_tokens);
+    json ours = json::parse(r.EnvelopeJson());
+    json theirs = json::parse(g["reply_text"].get<std::string>());
+    const std::string conf_ours = fmt::format("{:.4f}", ours.value("confidence", -1.0));
+    const std::string conf_theirs = fmt::format("{:.4f}", theirs.value("confidence", -1.0));
+    for (const char* k : {"prefill_tps", "decode_tps", "peak_ram_mb", "confidence"}) {
+      ours.erase(k);
+      theirs.erase(k);
+    }
+    const std::string calls = g["debug_calls"].is_null() ? "" : g["debug_calls"];
+    INFO("line " << g["line"] << ": " << line["query"] << "\n ours:   " << r.calls_text
+                 << "\n engine: " << calls << "\n confidence: ours " << conf_ours << ", engine "
+                 << conf_theirs);
+    const bool same = ours == theirs && conf_ours == conf_theirs && r.calls_text == calls &&
+                      r.counted_tokens == g["returned"].get<int>();
+    CHECK(same);
+    identical += same;
+  }
+  WARN("demo held-out: " << identical << " / " << golden["replies"].size()
+                         << " replies identical to the engine's");
+}

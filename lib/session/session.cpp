@@ -126,15 +126,25 @@ Session::Session(const format::CactFile& file, std::shared_ptr<const model::Mode
     const auto t = tokenizer_.type(id);
     text_token[id] = t == format::PieceType::kNormal || t == format::PieceType::kByte;
   }
-  // The engine's candidate list at a value start: text tokens whose first byte is one of
-  // 0-9 - t f n " { [ ], plus <|im_end|> and </tool_call>; the whole vocabulary if that list
-  // holds at least half of it.
+  // The engine's table of text tokens by first byte; walk_tokens_: the tokens its confidence walk
+  // visits (that table, <|im_end|> and </tool_call>).
+  walk_tokens_.assign(vocab, 0);
+  for (int32_t id = 0; id < vocab; ++id)
+    if (text_token[id] && !bytes[id].empty()) {
+      by_first_byte_[static_cast<uint8_t>(bytes[id][0])].push_back(id);
+      walk_tokens_[id] = 1;
+    }
+  walk_tokens_[renderer_.tokens().im_end] = 1;
+  walk_tokens_[renderer_.tokens().tool_call_end] = 1;
+  // The candidate list at a value start: text tokens whose first byte is one of
+  // 0-9 - t f n " { [ ], plus <|im_end|> and </tool_call>; the whole vocabulary if that holds at
+  // least half of it.
   {
     const std::string_view starts = "0123456789-tfn\"{[]";
     value_start_list_.assign(vocab, 0);
     int32_t n = 0;
-    for (int32_t id = 0; id < vocab; ++id)
-      if (text_token[id] && !bytes[id].empty() && starts.find(bytes[id][0]) != std::string::npos) {
+    for (char c : starts)
+      for (int32_t id : by_first_byte_[static_cast<uint8_t>(c)]) {
         value_start_list_[id] = 1;
         ++n;
       }
@@ -142,9 +152,6 @@ Session::Session(const format::CactFile& file, std::shared_ptr<const model::Mode
     value_start_list_[renderer_.tokens().tool_call_end] = 1;
     if (vocab <= 2 * n) std::fill(value_start_list_.begin(), value_start_list_.end(), 1);
   }
-  for (int32_t id = 0; id < vocab; ++id)
-    if (text_token[id] && !bytes[id].empty())
-      by_first_byte_[static_cast<uint8_t>(bytes[id][0])].push_back(id);
   cand_.assign(vocab, 1);
   constraint_ = std::make_unique<grammar::TokenConstraint>(std::move(bytes), text_token);
 
@@ -433,16 +440,20 @@ double Session::CallTokenConfidence(const std::vector<uint8_t>& allowed,
     return !candidates[id] || id == chat.im_end || id == chat.think || id == chat.think_end ||
            id == chat.tool_call;
   };
-  // Masked tokens are skipped by the walk without counting: they stay out of the order.
+  // The softmax runs over every listed row but the masked ones; the walk visits only text tokens
+  // and </tool_call> (walk_tokens_): other special tokens are in the sum, not in the walk
+  // (measured: a `</tools>` inside a string value is neither examined nor counted, while the
+  // mass that ends the walk is relative to a sum that holds it).
   order_.clear();
   float m = -INFINITY;
   for (int32_t id = 0; id < static_cast<int32_t>(logits_.size()); ++id)
-    if (!masked(id)) {
-      m = std::max(m, logits_[id]);
-      order_.push_back(id);
-    }
+    if (!masked(id)) m = std::max(m, logits_[id]);
   double sum = 0;
-  for (const int32_t id : order_) sum += std::exp(double(logits_[id]) - m);  // in id order
+  for (int32_t id = 0; id < static_cast<int32_t>(logits_.size()); ++id)
+    if (!masked(id)) {
+      sum += std::exp(double(logits_[id]) - m);  // in id order
+      if (walk_tokens_[id]) order_.push_back(id);
+    }
   // Descending logit, ties by id: a strict total order, so the tokens come out in exactly the
   // sorted order. The walk usually stops after a few tokens: a heap (linear to build) hands them
   // out one at a time instead of sorting the vocabulary.

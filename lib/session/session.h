@@ -195,6 +195,9 @@ class Session {
   // current call step's candidate list (CandidateList).
   std::array<std::vector<int32_t>, 256> by_first_byte_;
   std::vector<uint8_t> cand_;
+  // Text tokens (the table above), <|im_end|> and </tool_call>: what the confidence walk
+  // visits (CallTokenConfidence).
+  std::vector<uint8_t> walk_tokens_;
   std::vector<int32_t> order_;  // token ids by logit (confidence walk scratch)
   double prefix_seconds_ = 0;
   std::string system_;

@@ -5,6 +5,7 @@ golden/session).
   session_cases.py cases OUT.jsonl
   session_cases.py golden MODEL_NAME ENGINE_OUT.jsonl GOLDEN.json"""
 import json
+import os
 import sys
 
 TWO = [
@@ -91,8 +92,36 @@ def golden(model, engine_out, path):
         json.dump(result, f, ensure_ascii=False, indent=1)
 
 
+def heldout_cases(heldout, mt, path):
+    """One fresh turn per line of a held-out set ({tools, query, expected} lines)."""
+    with open(path, "w") as f:
+        for line in open(heldout):
+            r = json.loads(line)
+            f.write(json.dumps({"system": "", "tools_text": tools_text(r["tools"]), "max_tokens": mt,
+                                "conversation": False, "inputs": [r["query"]]}, ensure_ascii=False) + "\n")
+
+
+def heldout_golden(model, heldout, mt, engine_out, path):
+    """The engine's reply per held-out line; the tools and query stay in the held-out file."""
+    replies = []
+    for i, line in enumerate(open(engine_out)):
+        s = json.loads(line)["steps"][0]
+        d = parse_debug(s["debug"])
+        replies.append({"line": i, "returned": s["returned"], "reply_text": s["reply_text"],
+                        "debug_calls": d["debug_calls"], "debug_think": d["debug_think"]})
+    result = {"model": model + ".cact", "heldout": os.path.basename(heldout), "max_tokens": mt,
+              "replies": replies}
+    with open(path, "w") as f:
+        f.write(json.dumps(result, ensure_ascii=False, indent=None, separators=(",", ":")).replace(
+            ',{"line"', ',\n{"line"') + "\n")
+
+
 if __name__ == "__main__":
-    if sys.argv[1] == "cases":
+    if sys.argv[1] == "heldout-cases":
+        heldout_cases(sys.argv[2], int(sys.argv[3]), sys.argv[4])
+    elif sys.argv[1] == "heldout-golden":
+        heldout_golden(sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5], sys.argv[6])
+    elif sys.argv[1] == "cases":
         with open(sys.argv[2], "w") as f:
             for c in cases():
                 f.write(json.dumps(c, ensure_ascii=False) + "\n")

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Held-out goldens made with the official engine (npm @tyler71/cactus-needle2, unmodified WASM,
+# NEEDLE_DEBUG=1): one fresh turn per line of a held-out set ({tools, query, expected} lines), the
+# engine's reply envelope, return value and call text. Tests compare `needle`'s session with them
+# (tests/session_v2_test.cpp, "held-out goldens"). Development tool, not part of CI; rerun it
+# whenever the model changes.
+# Usage: OFFICIAL_PKG=<node_modules/@tyler71/cactus-needle2> \
+#   scripts/official/make-heldout-goldens.sh [MODEL.cact [HELDOUT.jsonl [MAX_TOKENS]]]
+# Defaults: examples/demo.cact, examples/demo-heldout.jsonl, 256 (the eval default).
+# Writes tests/data/golden/heldout/<model>.heldout.json.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+model=${1:-examples/demo.cact}
+heldout=${2:-examples/demo-heldout.jsonl}
+mt=${3:-256}
+if [ -z "${OFFICIAL_PKG:-}" ]; then
+  work=$(mktemp -d)
+  trap 'rm -rf "$work"' EXIT
+  (cd "$work" && npm init -y >/dev/null && npm install --silent @tyler71/cactus-needle2 >/dev/null)
+  export OFFICIAL_PKG="$work/node_modules/@tyler71/cactus-needle2"
+fi
+name=$(basename "$model" .cact)
+out=tests/data/golden/heldout
+mkdir -p "$out"
+tmp=$(mktemp -d)
+python3 scripts/official/session_cases.py heldout-cases "$heldout" "$mt" "$tmp/cases.jsonl"
+node scripts/official/engine_session.mjs "$model" "$tmp/cases.jsonl" > "$tmp/engine.jsonl"
+python3 scripts/official/session_cases.py heldout-golden "$name" "$heldout" "$mt" "$tmp/engine.jsonl" \
+  "$out/$name.heldout.json"
+rm -rf "$tmp"
+echo "$out/$name.heldout.json"
