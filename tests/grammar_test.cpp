@@ -45,7 +45,9 @@ TEST_CASE("call grammar accepts well-formed calls", "[grammar]") {
   CHECK(Complete(g, "[]"));
   CHECK(Complete(g, R"([{"name":"set_timer","arguments":{"minutes":5}}])"));
   CHECK(Complete(g, R"([{"name":"set_timer","arguments":{"minutes":007}}])"));  // leading zeros
-  CHECK(Complete(g, R"([{"name":"set_timer","arguments":{"minutes":-3}}])"));
+  // "minutes" without a minimum gets the engine's implied minimum 0 (schema.cpp ImplyRange).
+  CHECK_FALSE(Complete(g, R"([{"name":"set_timer","arguments":{"minutes":-3}}])"));
+  CHECK(Complete(g, R"([{"name":"misc","arguments":{"t":-3}}])"));
   CHECK(Complete(g, R"([{"name":"set_lights","arguments":{"state":"off","room":"hall"}}])"));
   CHECK(Complete(g, R"([{"name":"set_timer","arguments":{"minutes":1}},)"
                     R"({"name":"set_timer","arguments":{"minutes":2}}])"));
@@ -140,6 +142,30 @@ TEST_CASE("number limits at the close: strtod's prefix, minimum/maximum, multipl
   CHECK_FALSE(closes("-"));      // 0 (nothing read)
 }
 
+TEST_CASE("the engine's implied ranges for some integer and number property names", "[grammar]") {
+  // Read from the engine's schema compiler (fn 102); measured: `set_volume` {"level": integer}
+  // never closes 219 or 1515 (it runs on to the budget), and writes 011 where 101 was likelier.
+  const char* tool =
+      R"({"name":"f","parameters":{"type":"object","properties":{"volume":{"type":"integer"},"brightness_level":{"type":"number"},"rating":{"type":"integer"},"timeout_seconds":{"type":"integer"},"count":{"type":"number"},"level":{"type":"integer","maximum":500},"percent":{"type":["integer","null"]},"Volume":{"type":"integer"}}}})";
+  const CallGrammar g(BuildCallSchema({tool}));
+  auto closes = [&](const std::string& key, const std::string& value) {
+    return Complete(g, R"([{"name":"f","arguments":{")" + key + R"(":)" + value + "}}]");
+  };
+  CHECK(closes("volume", "100"));
+  CHECK_FALSE(closes("volume", "101"));
+  CHECK_FALSE(closes("volume", "-1"));
+  CHECK(closes("brightness_level", "0.5"));  // contains "level"
+  CHECK_FALSE(closes("brightness_level", "100.5"));
+  CHECK(closes("rating", "5"));
+  CHECK_FALSE(closes("rating", "0"));
+  CHECK(closes("timeout_seconds", "100000"));  // contains "seconds": minimum 0 only
+  CHECK_FALSE(closes("timeout_seconds", "-2"));
+  CHECK_FALSE(closes("count", "-0.5"));
+  CHECK(closes("level", "300"));    // an explicit bound: nothing implied
+  CHECK(closes("percent", "300"));  // not a plain integer / number
+  CHECK(closes("Volume", "300"));   // names compared as written
+}
+
 TEST_CASE("call grammar reproduces the engine's duplicate-call, ',}' and '}' in string behaviour",
           "[grammar]") {
   const std::string call = R"({"name":"set_timer","arguments":{"minutes":5}})";
@@ -191,7 +217,7 @@ TEST_CASE("token mask equals a brute-force check of every token", "[grammar]") {
   std::vector<uint8_t> text(vocab.size(), 1);
   TokenConstraint tc(vocab, text);
   const std::string path =
-      R"([{"name":"set_lights","arguments":{"state":"off","room":"ab"}},{"name":"set_timer","arguments":{"minutes":-12}}])";
+      R"([{"name":"set_lights","arguments":{"state":"off","room":"ab"}},{"name":"set_timer","arguments":{"minutes":12}}])";
   GrammarState s = g.Start();
   std::vector<uint8_t> mask(vocab.size());
   size_t checked = 0;

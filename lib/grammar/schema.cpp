@@ -68,6 +68,28 @@ void ReadRange(const Json& j, SchemaNode* n) {
   if (number("multipleOf", &v) && v > 0) n->multiple_of = v;
 }
 
+// The engine's implied ranges (its schema compiler, fn 102): an integer or number property with
+// neither minimum nor maximum gets [0, 100] when its name contains "level", "brightness" or
+// "percent" or is "volume", [1, 5] when it is "rating", and a minimum of 0 when it contains
+// "minutes", "seconds", "hours", "duration" or "count" (names compared as written).
+void ImplyRange(std::string_view name, SchemaNode* n) {
+  if ((n->types != kTypeInteger && n->types != kTypeNumber) || std::isfinite(n->minimum) ||
+      std::isfinite(n->maximum))
+    return;
+  auto has = [&](std::string_view w) { return name.find(w) != std::string_view::npos; };
+  if (has("level") || has("brightness") || has("percent") || name == "volume") {
+    n->minimum = 0, n->maximum = 100;
+  } else if (name == "rating") {
+    n->minimum = 1, n->maximum = 5;
+  } else if (has("minutes") || has("seconds") || has("hours") || has("duration") || has("count")) {
+    n->minimum = 0;
+  } else {
+    return;
+  }
+  n->exclusive_minimum = n->exclusive_maximum = false;
+  n->has_range = true;
+}
+
 class Builder {
  public:
   explicit Builder(CallSchema* out) : out_(out) {}
@@ -88,7 +110,8 @@ class Builder {
 
   // Appends the node for schema `j` (and its children); returns its index.
   // `where` names the node in errors: "tool 'set_timer' property 'minutes'".
-  int32_t Add(const Json& j, int depth, const std::string& where) {
+  // `name`: the property's key (empty for tool arguments and array items).
+  int32_t Add(const Json& j, int depth, const std::string& where, std::string_view name = {}) {
     const int32_t index = static_cast<int32_t>(out_->nodes.size());
     out_->nodes.emplace_back();
     if (!j.is_object() || depth > 32) return index;
@@ -126,6 +149,7 @@ class Builder {
     n.max_length = LimitOr(j, "maxLength", -1, where);
     n.min_length = LimitOr(j, "minLength", 0, where);
     ReadRange(j, &n);
+    if (!name.empty()) ImplyRange(name, &n);
     ReadPattern(j, &n);
     if (auto p = j.find("properties"); p != j.end() && p->is_object() && !p->empty()) {
       if (!n.types) n.types = kTypeObject;
@@ -154,7 +178,7 @@ class Builder {
         const std::string& key = out_->nodes[index].keys[i];
         std::string child_where = where;
         child_where.append(" property '").append(key).append("'");
-        const int32_t child = Add(props[key], depth + 1, child_where);
+        const int32_t child = Add(props[key], depth + 1, child_where, key);
         out_->nodes[index].key_nodes[i] = child;
       }
     }

@@ -41,6 +41,7 @@ struct SchemaNode {
   // exclusiveMinimum/Maximum and draft 6's numeric ones both read). Used, with min_length, only
   // under CompatOptions::enforce_value_limits: integers pruned digit by digit (no prefix that
   // cannot end in range), other numbers checked when they close.
+  // Also set by the engine's implied ranges for some property names (schema.cpp ImplyRange).
   bool has_range = false;
   double minimum = -HUGE_VAL, maximum = HUGE_VAL;
   bool exclusive_minimum = false, exclusive_maximum = false;
