@@ -93,21 +93,30 @@ TEST_CASE("call grammar refuses what the protocol forbids", "[grammar]") {
 
 TEST_CASE("numbers: the engine's lax syntax by default, JSON under strict options", "[grammar]") {
   // The engine's byte scanner (measured: the demo model writes "temperature":339ee2...): after
-  // `-` or a digit, any run of digits and + - . e E, integers included; the value checked at the
-  // close is the prefix strtod reads.
+  // `-` or a digit, any run of digits and + - . e E (an integer: digits only, leading zeros
+  // included); the value checked at the close is the prefix strtod reads.
   const CallGrammar lax = MakeGrammar();
   CompatOptions json_numbers;
   json_numbers.lax_numbers = false;
   const CallGrammar strict = MakeGrammar(json_numbers);
   for (const char* text :
-       {R"([{"name":"set_timer","arguments":{"minutes":1.5)",
-        R"([{"name":"set_timer","arguments":{"minutes":339ee2+-.)",
+       {R"([{"name":"misc","arguments":{"t":339ee2+-.)",
         R"([{"name":"misc","arguments":{"t":1.}}])", R"([{"name":"misc","arguments":{"t":-}}])",
         R"([{"name":"misc","arguments":{"t":00e+}}])"}) {
     INFO(text);
     CHECK(Accepts(lax, text));
     CHECK_FALSE(Accepts(strict, text));
   }
+  // Integers: digits only after the first byte, in both (measured: the demo model's integer
+  // `level` goes on with digits where a number would have taken `e`).
+  for (const char* text : {R"([{"name":"set_timer","arguments":{"minutes":1.)",
+                           R"([{"name":"set_timer","arguments":{"minutes":1e)",
+                           R"([{"name":"set_timer","arguments":{"minutes":1-)"}) {
+    INFO(text);
+    CHECK_FALSE(Accepts(lax, text));
+    CHECK_FALSE(Accepts(strict, text));
+  }
+  CHECK(Complete(lax, R"([{"name":"set_timer","arguments":{"minutes":011}}])"));
   for (const CallGrammar* g : {&lax, &strict}) {
     CHECK(Complete(*g, R"([{"name":"misc","arguments":{"t":-1.5e3}}])"));
     CHECK_FALSE(Accepts(*g, R"([{"name":"misc","arguments":{"t":+)"));  // a value's first byte

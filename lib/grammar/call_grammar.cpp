@@ -646,8 +646,13 @@ CallGrammar::Result CallGrammar::Step(GrammarState& s, uint8_t c) const {
       };
       const bool digit = IsDigit(c);
       if (compat_.lax_numbers && !compat_.enforce_value_limits) {
-        if (LaxNumberByte(s.number, f.phase, c)) return Result::kAccept;
-        return f.phase == 0 ? Result::kReject : end();
+        // An integer takes digits only after its first byte (the engine refuses + - . e E there).
+        const bool lax_byte = !f.integer_only || f.phase == 0 || digit;
+        if (lax_byte && LaxNumberByte(s.number, f.phase, c)) return Result::kAccept;
+        if (f.phase == 0) return Result::kReject;
+        if (!lax_byte && (c == '+' || c == '-' || c == '.' || c == 'e' || c == 'E'))
+          return Result::kReject;
+        return end();
       }
       switch (f.phase) {
         case 0:

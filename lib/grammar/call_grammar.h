@@ -46,10 +46,10 @@ struct CompatOptions {
   bool check_limits_at_close = true;
   // The engine's number syntax (read from its byte scanner, measured on the demo model: it writes
   // `"temperature":339ee2...`): after the first byte (`-` or a digit) any run of digits and
-  // `+ - . e E` (integers too); the value checked at the close is the longest prefix strtod
-  // reads ("339ee2" -> 339). Such text is not JSON: a call that completes with it is malformed.
-  // Off (and always under enforce_value_limits): JSON numbers, integers without fraction or
-  // exponent.
+  // `+ - . e E`, for an integer any run of digits ("011"); the value checked at the close is the
+  // longest prefix strtod reads ("339ee2" -> 339, "-" -> 0). Such text is not JSON, but the
+  // engine's own check passes it (text::ParseEngineJson). Off (and always under
+  // enforce_value_limits): JSON numbers, integers without fraction or exponent.
   bool lax_numbers = true;
 };
 

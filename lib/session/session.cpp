@@ -960,15 +960,19 @@ void Session::Finish(TurnState& t, Reply* reply) {
     reply->type = "call";
     reply->decode_confidence = t.dc;
     if (t.call_complete) {
-      const auto parsed = nlohmann::json::parse(t.calls, nullptr, false);
-      if (parsed.is_discarded()) {
+      // The engine's own check decides (text::ParseEngineJson): looser than JSON for numbers
+      // and strings, so a "successful" call's text may not be JSON ("level":011); it is
+      // reported as written.
+      const auto parsed = text::ParseEngineJson(t.calls);
+      if (!parsed) {
         reply->success = false;
         reply->error = "malformed function_calls JSON: " + t.calls;
         reply->error_code = "malformed";
         reply->reason = "runtime_failure";
       } else {
         reply->function_calls = t.calls;
-        last_turn_had_calls_ = parsed.is_array() && !parsed.empty();
+        last_turn_had_calls_ =
+            parsed->kind == text::EngineJsonValue::Kind::kArray && !parsed->items.empty();
         if (last_turn_had_calls_) {
           Validation v = Validate(t.calls, t.said, t.query, grammar_->schema());
           reply->has_validation = true;

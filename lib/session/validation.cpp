@@ -1,7 +1,7 @@
 // Validation block of the reply envelope: grounding of argument values and query negation.
 #include "session/validation.h"
 
-#include <nlohmann/json.hpp>
+#include "text/json_text.h"
 
 namespace needle::session {
 
@@ -46,32 +46,39 @@ std::string GroundingForm(std::string_view s) {
 
 Validation Validate(std::string_view calls_json, std::string_view said, std::string_view query,
                     const grammar::CallSchema& schema) {
+  using Kind = text::EngineJsonValue::Kind;
   Validation v;
   const std::string q = GroundingForm(said);
-  // ordered_json keeps the generation order of the arguments.
-  const auto calls = nlohmann::ordered_json::parse(calls_json, nullptr, false);
-  if (calls.is_array()) {
-    for (const auto& call : calls) {
-      if (!call.is_object() || !call.contains("arguments")) continue;
-      const auto& args = call["arguments"];
-      if (!args.is_object()) continue;
-      const std::string name = call.value("name", "");
+  // Read as the engine reads the call (its number and string syntax is looser than JSON); values
+  // keep their spelling, members their generation order.
+  const auto calls = text::ParseEngineJson(calls_json);
+  if (calls && calls->kind == Kind::kArray) {
+    for (const auto& call : calls->items) {
+      if (call.kind != Kind::kObject) continue;
+      std::string name;
+      const text::EngineJsonValue* args = nullptr;
+      for (const auto& [key, value] : call.members) {
+        const std::string k = text::DecodeJsonString(key);
+        if (k == "name" && value.kind == Kind::kString) name = text::DecodeJsonString(value.text);
+        if (k == "arguments") args = &value;
+      }
+      if (!args || args->kind != Kind::kObject) continue;
       const int32_t node = ArgumentsNode(schema, name);
-      for (auto it = args.begin(); it != args.end(); ++it) {
-        if (EnumArgument(schema, node, it.key())) continue;
+      for (const auto& [written_key, value] : args->members) {
+        const std::string key = text::DecodeJsonString(written_key);
+        if (EnumArgument(schema, node, key)) continue;
         std::string form;
         size_t min_length = 1;
-        if (it->is_string()) {
-          form = GroundingForm(it->get<std::string>());
+        if (value.kind == Kind::kString) {
+          form = GroundingForm(text::DecodeJsonString(value.text));
           min_length = 3;
-        } else if (it->is_number()) {
-          // The number as written in the call (dump() of a parsed float may respell it).
-          form = GroundingForm(CanonicalNumber(it->dump()));
+        } else if (value.kind == Kind::kNumber) {
+          form = GroundingForm(CanonicalNumber(std::string(value.text)));
         } else {
           continue;
         }
         if (form.size() < min_length) continue;
-        if (q.find(form) == std::string::npos) v.ungrounded.push_back(name + "." + it.key());
+        if (q.find(form) == std::string::npos) v.ungrounded.push_back(name + "." + key);
       }
     }
   }

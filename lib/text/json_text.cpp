@@ -146,4 +146,140 @@ std::string JoinToolsText(const std::vector<std::string_view>& tools) {
   return out + "]";
 }
 
+namespace {
+
+// The engine's validator (fn 120) as a recursive-descent reader over [p, end).
+class EngineJsonReader {
+ public:
+  explicit EngineJsonReader(std::string_view t) : p_(t.data()), end_(t.data() + t.size()) {}
+
+  bool Value(EngineJsonValue* v, int depth) {
+    SkipSpace();
+    if (p_ >= end_ || depth > 256) return false;
+    const char* start = p_;
+    switch (*p_) {
+      case '{': {
+        v->kind = EngineJsonValue::Kind::kObject;
+        ++p_;
+        SkipSpace();
+        if (p_ < end_ && *p_ == '}') return Close(v, start);
+        for (;;) {
+          SkipSpace();
+          std::string_view key;
+          if (!String(&key)) return false;
+          SkipSpace();
+          if (p_ >= end_ || *p_ != ':') return false;
+          ++p_;
+          EngineJsonValue member;
+          if (!Value(&member, depth + 1)) return false;
+          v->members.emplace_back(key, std::move(member));
+          SkipSpace();
+          if (p_ >= end_) return false;
+          if (*p_ == '}') return Close(v, start);
+          if (*p_ != ',') return false;
+          ++p_;
+        }
+      }
+      case '[': {
+        v->kind = EngineJsonValue::Kind::kArray;
+        ++p_;
+        SkipSpace();
+        if (p_ < end_ && *p_ == ']') return Close(v, start);
+        for (;;) {
+          EngineJsonValue item;
+          if (!Value(&item, depth + 1)) return false;
+          v->items.push_back(std::move(item));
+          SkipSpace();
+          if (p_ >= end_) return false;
+          if (*p_ == ']') return Close(v, start);
+          if (*p_ != ',') return false;
+          ++p_;
+        }
+      }
+      case '"':
+        v->kind = EngineJsonValue::Kind::kString;
+        return String(&v->text);
+      case 't':
+        return Literal("true", EngineJsonValue::Kind::kTrue, v);
+      case 'f':
+        return Literal("false", EngineJsonValue::Kind::kFalse, v);
+      case 'n':
+        return Literal("null", EngineJsonValue::Kind::kNull, v);
+      default: {
+        v->kind = EngineJsonValue::Kind::kNumber;
+        if (*p_ == '-') ++p_;
+        while (p_ < end_ && NumberByte(*p_)) ++p_;
+        v->text = std::string_view(start, static_cast<size_t>(p_ - start));
+        return p_ > start;
+      }
+    }
+  }
+
+  bool AtEnd() {
+    SkipSpace();
+    return p_ == end_;
+  }
+
+ private:
+  static bool NumberByte(char c) {
+    return (c >= '0' && c <= '9') || c == '+' || c == '-' || c == '.' || c == 'e' || c == 'E';
+  }
+  void SkipSpace() {
+    while (p_ < end_ && (*p_ == ' ' || *p_ == '\t' || *p_ == '\n' || *p_ == '\r')) ++p_;
+  }
+  bool String(std::string_view* text) {
+    if (p_ >= end_ || *p_ != '"') return false;
+    const char* start = ++p_;
+    while (p_ < end_) {
+      if (*p_ == '\\') {
+        if (p_ + 1 >= end_) return false;
+        p_ += 2;
+      } else if (*p_ == '"') {
+        *text = std::string_view(start, static_cast<size_t>(p_ - start));
+        ++p_;
+        return true;
+      } else {
+        ++p_;
+      }
+    }
+    return false;
+  }
+  bool Literal(std::string_view word, EngineJsonValue::Kind kind, EngineJsonValue* v) {
+    if (static_cast<size_t>(end_ - p_) < word.size() || std::string_view(p_, word.size()) != word)
+      return false;
+    v->kind = kind;
+    v->text = std::string_view(p_, word.size());
+    p_ += word.size();
+    return true;
+  }
+  bool Close(EngineJsonValue* v, const char* start) {
+    ++p_;
+    v->text = std::string_view(start, static_cast<size_t>(p_ - start));
+    return true;
+  }
+
+  const char* p_;
+  const char* end_;
+};
+
+}  // namespace
+
+std::optional<EngineJsonValue> ParseEngineJson(std::string_view text) {
+  EngineJsonReader r(text);
+  EngineJsonValue v;
+  if (!r.Value(&v, 0) || !r.AtEnd()) return std::nullopt;
+  return v;
+}
+
+std::string DecodeJsonString(std::string_view written) {
+  if (written.find('\\') == std::string_view::npos) return std::string(written);
+  std::string quoted;
+  quoted.reserve(written.size() + 2);
+  quoted.push_back('"');
+  quoted.append(written);
+  quoted.push_back('"');
+  const auto j = nlohmann::json::parse(quoted, nullptr, false);
+  return j.is_string() ? j.get<std::string>() : std::string(written);
+}
+
 }  // namespace needle::text

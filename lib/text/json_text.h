@@ -2,8 +2,11 @@
 // parsed and re-serialized (escapes, key order and number spellings stay as written).
 #pragma once
 
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace needle::text {
@@ -42,5 +45,26 @@ std::vector<std::string> ToolInventory(std::string_view tools_text, std::string_
 // "[" + the given minified tool objects joined by "," + "]": the tools text rendered after
 // retrieval picked a subset (in declaration order).
 std::string JoinToolsText(const std::vector<std::string_view>& tools);
+
+// A value as the official engine's own JSON check reads it (its validator, fn 120, which decides
+// whether a finished call is "malformed"): whitespace (tab, LF, CR, space) between tokens; a
+// string ends at the first unescaped quote (a backslash takes the next byte, whatever it is); a
+// number is an optional '-' then any run of digits and + - . e E, at least one byte in all
+// ("011", "339ee2" and "-" pass); objects, arrays, true, false and null as in JSON.
+struct EngineJsonValue {
+  enum class Kind : uint8_t { kObject, kArray, kString, kNumber, kTrue, kFalse, kNull };
+  Kind kind = Kind::kNull;
+  std::string_view text;  // the value's text; a string's without its quotes (escapes as written)
+  std::vector<std::pair<std::string_view, EngineJsonValue>> members;  // keys as written
+  std::vector<EngineJsonValue> items;
+};
+
+// One value and nothing after it but whitespace, or nullopt where the engine reports a malformed
+// call (nesting deeper than 256 is refused too).
+std::optional<EngineJsonValue> ParseEngineJson(std::string_view text);
+
+// A string's text as written (EngineJsonValue::text) with its JSON escapes decoded; the text
+// unchanged if they do not decode.
+std::string DecodeJsonString(std::string_view written);
 
 }  // namespace needle::text
