@@ -153,6 +153,9 @@ Session::Session(const format::CactFile& file, std::shared_ptr<const model::Mode
     if (vocab <= 2 * n) std::fill(value_start_list_.begin(), value_start_list_.end(), 1);
   }
   cand_.assign(vocab, 1);
+  // The engine's single-token `]` (encode("]")), forced near the end of the budget.
+  if (const std::vector<int32_t> close = tokenizer_.Encode("]", false); close.size() == 1)
+    close_array_id_ = close[0];
   constraint_ = std::make_unique<grammar::TokenConstraint>(std::move(bytes), text_token);
 
   system_ = std::string(system);
@@ -617,6 +620,18 @@ void Session::DecodeCall(TurnState& t, bool require_call) {
       t.stop = StopReason::kBudget;
       return;
     }
+    // With at most 4 tokens of budget left, a `]` that completes the call array is forced (p 1;
+    // the engine's rule, measured: a call closed with `"}}` 3 tokens before the budget ends gets
+    // its `]` and </tool_call> where the model wanted `,{"` for another call).
+    if (t.remaining() <= pc.close_reserve && close_array_id_ >= 0) {
+      grammar::GrammarState probe;
+      grammar::CallGrammar::CopyState(gs, &probe);
+      if (tc.Advance(g, probe, close_array_id_) && probe.complete()) {
+        commit(close_array_id_, true);
+        t.full_logits = false;
+        continue;
+      }
+    }
     const size_t n_allowed = tc.Mask(g, gs, allowed_);
     if (n_allowed == 0) {
       t.dead_end = true;
@@ -669,10 +684,10 @@ void Session::DecodeCall(TurnState& t, bool require_call) {
         decoder_->Rewind(branch_snapshot_);
         std::copy(branch_logits_.begin(), branch_logits_.end(), logits_.begin());
         if (!best_ids.empty()) {
-          for (int32_t id : best_ids) {
-            if (t.counted >= t.max_new_tokens) break;
-            commit(id, true);
-          }
+          // Like a branch winner: the whole value is committed, only its first token charged to
+          // the budget (measured: a truncated turn with "Friday" grounded returns max_tokens + 3
+          // for its 4 tokens).
+          for (size_t i = 0; i < best_ids.size(); ++i) commit(best_ids[i], /*counted=*/i == 0);
           t.full_logits = true;
           continue;
         }

@@ -38,6 +38,7 @@ class TokenFilter {
 // Knobs of the engine's protocol (defaults = the official engine's measured constants).
 struct ProtocolConfig {
   int think_reserve = 32;            // </think> forced when generated >= max_new_tokens - this
+  int close_reserve = 4;             // a call-completing `]` forced with this many tokens left
   float branch_threshold = 0.95f;    // value-start branching when p(best) < this
   int branch_min_budget = 29;        // ... and at least this many tokens remain
   int branch_width = 4;              // candidates explored
@@ -198,7 +199,8 @@ class Session {
   // Text tokens (the table above), <|im_end|> and </tool_call>: what the confidence walk
   // visits (CallTokenConfidence).
   std::vector<uint8_t> walk_tokens_;
-  std::vector<int32_t> order_;  // token ids by logit (confidence walk scratch)
+  std::vector<int32_t> order_;   // token ids by logit (confidence walk scratch)
+  int32_t close_array_id_ = -1;  // the single token "]" (-1: none)
   double prefix_seconds_ = 0;
   std::string system_;
   size_t declared_tools_ = 0;  // tools given (inventory_ holds the rendered ones)
