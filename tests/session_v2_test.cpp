@@ -176,3 +176,56 @@ TEST_CASE("held-out goldens: demo, every reply identical to the engine's", "[ses
   WARN("demo held-out: " << identical << " / " << golden["replies"].size()
                          << " replies identical to the engine's");
 }
+
+// Three-turn conversations of the demo model built from held-out lines (a query, a tool result,
+// another query; the union of both lines' tools, often more than 5: retrieval), against the
+// engine's replies (scripts/official/make-heldout-goldens.sh). Open: the turns below, each of
+// which must still differ (the list only shrinks).
+TEST_CASE("held-out goldens: demo conversations", "[session][golden]") {
+  const json golden =
+      json::parse(std::ifstream(DataPath("golden/heldout/demo.conversations.json")));
+  const std::string examples = NEEDLE_EXAMPLES_DIR;
+  const format::CactFile file = format::CactFile::Open(examples + "/demo.cact");
+  std::map<std::string, nlohmann::ordered_json> tools;
+  std::ifstream in(examples + "/" + golden["heldout"].get<std::string>());
+  for (std::string line; std::getline(in, line);) {
+    const auto row = nlohmann::ordered_json::parse(line);
+    for (const auto& t : row["tools"]) tools.emplace(t["name"].get<std::string>(), t);
+  }
+  const Steps open = {};
+  int identical = 0, turns = 0;
+  std::string differing;
+  for (size_t ci = 0; ci < golden["conversations"].size(); ++ci) {
+    const json& c = golden["conversations"][ci];
+    nlohmann::ordered_json list = nlohmann::ordered_json::array();
+    for (const auto& name : c["tools"]) list.push_back(tools.at(name.get<std::string>()));
+    session::Session s(file, {}, "", list.dump());
+    for (size_t si = 0; si < c["inputs"].size(); ++si) {
+      const json& g = c["replies"][si];
+      const session::Reply r = s.Respond(c["inputs"][si].get<std::string>(), c["max_tokens"]);
+      // Envelopes compared as text with the timings cut out (they may not be JSON: "level":011).
+      auto untimed = [](std::string e) {
+        const size_t at = e.find(",\"prefill_tps\":");
+        const size_t end = e.find(",\"peak_ram_mb\":", at);
+        if (at != std::string::npos && end != std::string::npos) {
+          const size_t stop = e.find_first_of(",}", end + 1);
+          e.erase(at, stop - at);
+        }
+        return e;
+      };
+      const std::string ours = untimed(r.EnvelopeJson());
+      const std::string theirs = untimed(g["reply_text"].get<std::string>());
+      const std::string calls = g["debug_calls"].is_null() ? "" : g["debug_calls"];
+      INFO("conversation " << ci << " turn " << si << "\n ours:   " << ours
+                           << "\n engine: " << theirs);
+      const bool same =
+          ours == theirs && r.calls_text == calls && r.counted_tokens == g["returned"].get<int>();
+      CHECK(same != (open.count({static_cast<int>(ci), static_cast<int>(si)}) > 0));
+      if (!same) differing += fmt::format(" {{{}, {}}},", ci, si);
+      identical += same;
+      ++turns;
+    }
+  }
+  WARN("demo conversations: " << identical << " / " << turns
+                              << " turns identical to the engine's; differing:" << differing);
+}

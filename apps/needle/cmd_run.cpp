@@ -422,7 +422,11 @@ void Run(RunArgs& a) {
       report.Add(tokens, reply.turn, seconds);
       first_turn = false;
       if (a.output.json) {
-        turns += (turns.empty() ? "[" : ",") + reply.EnvelopeJson();
+        // An envelope that is not JSON (the engine reports a call's numbers as written, e.g.
+        // "level":011) goes in as a JSON string, so the array stays JSON.
+        std::string envelope = reply.EnvelopeJson();
+        if (!nlohmann::json::accept(envelope)) envelope = nlohmann::json(envelope).dump();
+        turns += (turns.empty() ? "[" : ",") + envelope;
       } else {
         fmt::print("{}\n", reply.EnvelopeJson());
         std::fflush(stdout);

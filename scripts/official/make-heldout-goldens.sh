@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # Held-out goldens made with the official engine (npm @tyler71/cactus-needle2, unmodified WASM,
-# NEEDLE_DEBUG=1): one fresh turn per line of a held-out set ({tools, query, expected} lines), the
-# engine's reply envelope, return value and call text. Tests compare `needle`'s session with them
-# (tests/session_v2_test.cpp, "held-out goldens"). Development tool, not part of CI; rerun it
-# whenever the model changes.
+# NEEDLE_DEBUG=1): one fresh turn per line of a held-out set ({tools, query, expected} lines), and
+# 100 three-turn conversations built from its lines (two queries with a tool result between, the
+# union of their tools, often more than 5: retrieval), the engine's reply envelopes, return values
+# and call texts. Tests compare `needle`'s session with them (tests/session_v2_test.cpp,
+# "held-out goldens"). Development tool, not part of CI; rerun it whenever the model changes.
 # Usage: OFFICIAL_PKG=<node_modules/@tyler71/cactus-needle2> \
 #   scripts/official/make-heldout-goldens.sh [MODEL.cact [HELDOUT.jsonl [MAX_TOKENS]]]
 # Defaults: examples/demo.cact, examples/demo-heldout.jsonl, 256 (the eval default).
-# Writes tests/data/golden/heldout/<model>.heldout.json.
+# Writes tests/data/golden/heldout/<model>.heldout.json and <model>.conversations.json.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 model=${1:-examples/demo.cact}
@@ -27,5 +28,9 @@ python3 scripts/official/session_cases.py heldout-cases "$heldout" "$mt" "$tmp/c
 node scripts/official/engine_session.mjs "$model" "$tmp/cases.jsonl" > "$tmp/engine.jsonl"
 python3 scripts/official/session_cases.py heldout-golden "$name" "$heldout" "$mt" "$tmp/engine.jsonl" \
   "$out/$name.heldout.json"
+python3 scripts/official/session_cases.py conversation-cases "$heldout" 100 1 "$tmp/conv.jsonl"
+node scripts/official/engine_session.mjs "$model" "$tmp/conv.jsonl" > "$tmp/conv-engine.jsonl"
+python3 scripts/official/session_cases.py conversation-golden "$name" "$heldout" "$tmp/conv.jsonl" \
+  "$tmp/conv-engine.jsonl" "$out/$name.conversations.json"
 rm -rf "$tmp"
-echo "$out/$name.heldout.json"
+echo "$out/$name.heldout.json $out/$name.conversations.json"

@@ -116,8 +116,50 @@ def heldout_golden(model, heldout, mt, engine_out, path):
             ',{"line"', ',\n{"line"') + "\n")
 
 
+def conversation_cases(heldout, n, seed, path):
+    """n conversations of three turns (a held-out query, a tool result, another held-out query)
+    over the union of the two lines' tools in a shuffled order (often more than 5: retrieval),
+    budgets 64-256."""
+    import random
+    rows = [json.loads(l) for l in open(heldout)]
+    rnd = random.Random(seed)
+    results = ['{"ok": true}', '[{"status":"sent"}]', '{"temperature": 21}']
+    with open(path, "w") as f:
+        for _ in range(n):
+            a, b = rnd.sample(rows, 2)
+            tools = list({t["name"]: t for t in a["tools"] + b["tools"]}.values())
+            rnd.shuffle(tools)
+            case = {"system": "", "tools_text": tools_text(tools), "max_tokens": rnd.choice([64, 96, 128, 256]),
+                    "conversation": True, "inputs": [a["query"], rnd.choice(results), b["query"]],
+                    "tool_names": [t["name"] for t in tools]}
+            f.write(json.dumps(case, ensure_ascii=False) + "\n")
+
+
+def conversation_golden(model, heldout, cases_path, engine_out, path):
+    """The engine's replies per conversation; the tools are named (their schemas are in the
+    held-out file)."""
+    convs = []
+    for c, line in zip(open(cases_path), open(engine_out)):
+        c, e = json.loads(c), json.loads(line)
+        replies = []
+        for s in e["steps"]:
+            d = parse_debug(s["debug"])
+            replies.append({"returned": s["returned"], "reply_text": s["reply_text"],
+                            "debug_calls": d["debug_calls"]})
+        convs.append({"tools": c["tool_names"], "max_tokens": c["max_tokens"], "inputs": c["inputs"],
+                      "replies": replies})
+    result = {"model": model + ".cact", "heldout": os.path.basename(heldout), "conversations": convs}
+    with open(path, "w") as f:
+        f.write(json.dumps(result, ensure_ascii=False, separators=(",", ":")).replace(
+            ',{"tools"', ',\n{"tools"') + "\n")
+
+
 if __name__ == "__main__":
-    if sys.argv[1] == "heldout-cases":
+    if sys.argv[1] == "conversation-cases":
+        conversation_cases(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5])
+    elif sys.argv[1] == "conversation-golden":
+        conversation_golden(sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5], sys.argv[6])
+    elif sys.argv[1] == "heldout-cases":
         heldout_cases(sys.argv[2], int(sys.argv[3]), sys.argv[4])
     elif sys.argv[1] == "heldout-golden":
         heldout_golden(sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5], sys.argv[6])
