@@ -432,30 +432,29 @@ const std::vector<uint8_t>& Session::CandidateList(const grammar::GrammarState& 
 
 double Session::CallTokenConfidence(const std::vector<uint8_t>& allowed,
                                     const std::vector<uint8_t>& candidates) {
-  // The engine's walk (ENGINE-PROTOCOL.md section 2): softmax over the vocabulary without
-  // <|im_end|>, <think>, </think> and <tool_call>; tokens in descending logit order; valid ones
-  // add to V, every one to M; after the first valid token the walk stops once M >= 0.99 or
-  // `confidence_walk` further tokens were examined. The chosen (first valid) token's confidence
-  // is p / V.
+  // The engine's walk (ENGINE-PROTOCOL.md section 2, corrected by measurement): softmax over
+  // the step's listed rows; tokens in descending logit order; valid ones add to V, every one to
+  // M; after the first valid token the walk stops once M >= 0.99 or `confidence_walk` further
+  // tokens were examined. The chosen (first valid) token's confidence is p / V.
   const auto& chat = renderer_.tokens();
   const ProtocolConfig& pc = config_.protocol;
-  auto masked = [&](int32_t id) {
-    return !candidates[id] || id == chat.im_end || id == chat.think || id == chat.think_end ||
-           id == chat.tool_call;
+  // The softmax runs over every listed row but <think>, </think> and <tool_call>; the walk
+  // visits only text tokens and </tool_call> (walk_tokens_ without <|im_end|>). Measured: a
+  // `</tools>` inside a string value is neither examined nor counted, but the sum holds it and
+  // <|im_end|> (without them the mass that ends the walk is reached a few tokens early: demo
+  // held-out line 146, conversations with an integer past its implied range).
+  auto in_sum = [&](int32_t id) {
+    return candidates[id] && id != chat.think && id != chat.think_end && id != chat.tool_call;
   };
-  // The softmax runs over every listed row but the masked ones; the walk visits only text tokens
-  // and </tool_call> (walk_tokens_): other special tokens are in the sum, not in the walk
-  // (measured: a `</tools>` inside a string value is neither examined nor counted, while the
-  // mass that ends the walk is relative to a sum that holds it).
   order_.clear();
   float m = -INFINITY;
   for (int32_t id = 0; id < static_cast<int32_t>(logits_.size()); ++id)
-    if (!masked(id)) m = std::max(m, logits_[id]);
+    if (in_sum(id)) m = std::max(m, logits_[id]);
   double sum = 0;
   for (int32_t id = 0; id < static_cast<int32_t>(logits_.size()); ++id)
-    if (!masked(id)) {
+    if (in_sum(id)) {
       sum += std::exp(double(logits_[id]) - m);  // in id order
-      if (walk_tokens_[id]) order_.push_back(id);
+      if (walk_tokens_[id] && id != chat.im_end) order_.push_back(id);
     }
   // Descending logit, ties by id: a strict total order, so the tokens come out in exactly the
   // sorted order. The walk usually stops after a few tokens: a heap (linear to build) hands them
