@@ -78,7 +78,11 @@ Validation Validate(std::string_view calls_json, std::string_view said, std::str
           continue;
         }
         if (form.size() < min_length) continue;
-        if (q.find(form) == std::string::npos) v.ungrounded.push_back(name + "." + key);
+        if (q.find(form) == std::string::npos) {
+          std::string entry = name;
+          entry.append(".").append(key);
+          v.ungrounded.push_back(std::move(entry));
+        }
       }
     }
   }

@@ -172,7 +172,7 @@ class EngineJsonReader {
           ++p_;
           EngineJsonValue member;
           if (!Value(&member, depth + 1)) return false;
-          v->members.emplace_back(key, std::move(member));
+          v->members.push_back({key, std::move(member)});
           SkipSpace();
           if (p_ >= end_) return false;
           if (*p_ == '}') return Close(v, start);

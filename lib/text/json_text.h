@@ -6,7 +6,6 @@
 #include <optional>
 #include <string>
 #include <string_view>
-#include <utility>
 #include <vector>
 
 namespace needle::text {
@@ -51,12 +50,17 @@ std::string JoinToolsText(const std::vector<std::string_view>& tools);
 // string ends at the first unescaped quote (a backslash takes the next byte, whatever it is); a
 // number is an optional '-' then any run of digits and + - . e E, at least one byte in all
 // ("011", "339ee2" and "-" pass); objects, arrays, true, false and null as in JSON.
+struct EngineJsonMember;
 struct EngineJsonValue {
   enum class Kind : uint8_t { kObject, kArray, kString, kNumber, kTrue, kFalse, kNull };
   Kind kind = Kind::kNull;
   std::string_view text;  // the value's text; a string's without its quotes (escapes as written)
-  std::vector<std::pair<std::string_view, EngineJsonValue>> members;  // keys as written
-  std::vector<EngineJsonValue> items;
+  std::vector<EngineJsonMember> members;  // objects, in order
+  std::vector<EngineJsonValue> items;     // arrays
+};
+struct EngineJsonMember {
+  std::string_view key;  // as written
+  EngineJsonValue value;
 };
 
 // One value and nothing after it but whitespace, or nullopt where the engine reports a malformed
