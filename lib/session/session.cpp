@@ -126,16 +126,18 @@ Session::Session(const format::CactFile& file, std::shared_ptr<const model::Mode
     const auto t = tokenizer_.type(id);
     text_token[id] = t == format::PieceType::kNormal || t == format::PieceType::kByte;
   }
-  // The engine's table of text tokens by first byte; walk_tokens_: the tokens its confidence walk
-  // visits (that table, <|im_end|> and </tool_call>).
-  walk_tokens_.assign(vocab, 0);
-  for (int32_t id = 0; id < vocab; ++id)
-    if (text_token[id] && !bytes[id].empty()) {
+  // The engine's table of text tokens by first byte; whole_list_: its "whole vocabulary" list,
+  // every token but the chat markers (user-defined pieces), with <|im_end|> and </tool_call>
+  // (control pieces such as <s> included: measured, an <s> with p 0.0009 takes one of the 24
+  // places of the confidence walk where a `</tools>` with p 0.003 does not).
+  whole_list_.assign(vocab, 0);
+  for (int32_t id = 0; id < vocab; ++id) {
+    if (text_token[id] && !bytes[id].empty())
       by_first_byte_[static_cast<uint8_t>(bytes[id][0])].push_back(id);
-      walk_tokens_[id] = 1;
-    }
-  walk_tokens_[renderer_.tokens().im_end] = 1;
-  walk_tokens_[renderer_.tokens().tool_call_end] = 1;
+    whole_list_[id] = tokenizer_.type(id) != format::PieceType::kUserDefined;
+  }
+  whole_list_[renderer_.tokens().im_end] = 1;
+  whole_list_[renderer_.tokens().tool_call_end] = 1;
   // The candidate list at a value start: text tokens whose first byte is one of
   // 0-9 - t f n " { [ ], plus <|im_end|> and </tool_call>; the whole vocabulary if that holds at
   // least half of it.
@@ -418,7 +420,7 @@ const std::vector<uint8_t>& Session::CandidateList(const grammar::GrammarState& 
   for (int b = 0; b < 256; ++b)
     if (first[b]) n += by_first_byte_[b].size();
   if (whole || cand_.size() <= 2 * n) {
-    std::fill(cand_.begin(), cand_.end(), 1);
+    cand_ = whole_list_;
     return cand_;
   }
   std::fill(cand_.begin(), cand_.end(), 0);
@@ -438,11 +440,10 @@ double Session::CallTokenConfidence(const std::vector<uint8_t>& allowed,
   // tokens were examined. The chosen (first valid) token's confidence is p / V.
   const auto& chat = renderer_.tokens();
   const ProtocolConfig& pc = config_.protocol;
-  // The softmax runs over every listed row but <think>, </think> and <tool_call>; the walk
-  // visits only text tokens and </tool_call> (walk_tokens_ without <|im_end|>). Measured: a
-  // `</tools>` inside a string value is neither examined nor counted, but the sum holds it and
-  // <|im_end|> (without them the mass that ends the walk is reached a few tokens early: demo
-  // held-out line 146, conversations with an integer past its implied range).
+  // The softmax runs over the step's listed rows (whole_list_ where the list is the whole
+  // vocabulary) but <think>, </think> and <tool_call>, so <|im_end|> is in the sum (without it
+  // the mass that ends the walk comes a token early: demo held-out line 146); the walk visits
+  // the same rows but <|im_end|> and chat markers (after a re-feed every row is listed).
   auto in_sum = [&](int32_t id) {
     return candidates[id] && id != chat.think && id != chat.think_end && id != chat.tool_call;
   };
@@ -454,7 +455,7 @@ double Session::CallTokenConfidence(const std::vector<uint8_t>& allowed,
   for (int32_t id = 0; id < static_cast<int32_t>(logits_.size()); ++id)
     if (in_sum(id)) {
       sum += std::exp(double(logits_[id]) - m);  // in id order
-      if (walk_tokens_[id] && id != chat.im_end) order_.push_back(id);
+      if (whole_list_[id] && id != chat.im_end) order_.push_back(id);
     }
   // Descending logit, ties by id: a strict total order, so the tokens come out in exactly the
   // sorted order. The walk usually stops after a few tokens: a heap (linear to build) hands them

@@ -196,9 +196,9 @@ class Session {
   // current call step's candidate list (CandidateList).
   std::array<std::vector<int32_t>, 256> by_first_byte_;
   std::vector<uint8_t> cand_;
-  // Text tokens (the table above), <|im_end|> and </tool_call>: what the confidence walk
-  // visits (CallTokenConfidence).
-  std::vector<uint8_t> walk_tokens_;
+  // The engine's "whole vocabulary" list: every token but the chat markers, with <|im_end|> and
+  // </tool_call> (CandidateList, CallTokenConfidence).
+  std::vector<uint8_t> whole_list_;
   std::vector<int32_t> order_;   // token ids by logit (confidence walk scratch)
   int32_t close_array_id_ = -1;  // the single token "]" (-1: none)
   double prefix_seconds_ = 0;
