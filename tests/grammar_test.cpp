@@ -151,6 +151,51 @@ TEST_CASE("number limits at the close: strtod's prefix, minimum/maximum, multipl
   CHECK_FALSE(closes("-"));      // 0 (nothing read)
 }
 
+TEST_CASE("pattern and format: the engine checks them when the string closes", "[grammar]") {
+  // Measured on the engine (demo model, "Set an alarm for 9:50."): with "pattern": "^[0-9]{2}$"
+  // or "format": "date" the value "2:20" / "9:50" cannot close and runs on to the budget.
+  const char* tool =
+      R"({"name":"f","parameters":{"type":"object","properties":{"p":{"type":"string","pattern":"^[0-9]{2}$"},"d":{"type":"string","format":"date"},"e":{"type":"string","format":"email"},"x":{"type":"string","format":"no-such-format"}}}})";
+  const CallGrammar engine(BuildCallSchema({tool}));
+  CompatOptions enforce_options;
+  enforce_options.enforce_value_limits = true;
+  const CallGrammar enforce(BuildCallSchema({tool}), enforce_options);
+  CompatOptions none_options;
+  none_options.check_limits_at_close = false;
+  const CallGrammar none(BuildCallSchema({tool}), none_options);
+  auto call = [](const std::string& key, const std::string& value) {
+    return R"([{"name":"f","arguments":{")" + key + R"(":")" + value;
+  };
+  auto closes = [&](const CallGrammar& g, const std::string& key, const std::string& value) {
+    return Complete(g, call(key, value) + "\"}}]");
+  };
+  CHECK(closes(engine, "p", "42"));
+  CHECK_FALSE(closes(engine, "p", "2:20"));
+  CHECK(Accepts(engine, call("p", "2:20300")));    // it may run on (nothing pruned before)
+  CHECK_FALSE(Accepts(enforce, call("p", "2:")));  // --enforce-schema prunes at once
+  CHECK(closes(none, "p", "2:20"));
+  // Formats: the engine's own expressions (a date is digits and dashes, no calendar), ours
+  // under --enforce-schema.
+  CHECK(closes(engine, "d", "2026-12-02"));
+  CHECK_FALSE(closes(engine, "d", "9:50"));
+  CHECK(closes(engine, "d", "2026-02-30"));
+  CHECK_FALSE(closes(enforce, "d", "2026-02-30"));
+  CHECK(closes(engine, "e", "a@b.io"));
+  CHECK_FALSE(closes(engine, "e", "a@b"));
+  CHECK(closes(engine, "x", "anything"));  // a format the engine does not know: unchecked
+  // Every format of the engine's table compiles (none left unchecked by our automaton).
+  for (const char* f :
+       {"ipv4", "date", "uuid", "time", "email", "ipv6", "hostname", "date-time", "duration"}) {
+    INFO(f);
+    const CallSchema schema = BuildCallSchema(
+        {std::string(
+             R"({"name":"g","parameters":{"type":"object","properties":{"v":{"type":"string","format":")") +
+         f + R"("}}}})"});
+    const SchemaNode& args = schema.nodes[schema.tools[0].arguments];
+    CHECK(schema.nodes[args.key_nodes[0]].close_pattern >= 0);
+  }
+}
+
 TEST_CASE("the engine's implied ranges for some integer and number property names", "[grammar]") {
   // Read from the engine's schema compiler (fn 102); measured: `set_volume` {"level": integer}
   // never closes 219 or 1515 (it runs on to the budget), and writes 011 where 101 was likelier.

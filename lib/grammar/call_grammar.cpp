@@ -405,7 +405,10 @@ CallGrammar::Result CallGrammar::StartValue(GrammarState& s, int32_t node, uint8
     f.mask = AllBits(std::min(n.enum_literals.size(), kMaxKeys));
   } else if (c == '"' && allows(kTypeString)) {
     f.kind = FrameKind::kString;
-    if (n.pattern >= 0) s.pattern = schema_.patterns[static_cast<size_t>(n.pattern)].Start();
+    const int32_t pi = compat_.enforce_value_limits    ? n.pattern
+                       : compat_.check_limits_at_close ? n.close_pattern
+                                                       : -1;
+    if (pi >= 0) s.pattern = schema_.patterns[static_cast<size_t>(pi)].Start();
     s.frames[s.depth++] = f;
     return Result::kAccept;
   } else if ((c == '-' || IsDigit(c)) && allows(kTypeInteger | kTypeNumber)) {
@@ -565,13 +568,19 @@ CallGrammar::Result CallGrammar::Step(GrammarState& s, uint8_t c) const {
       const SchemaNode& n = schema_.nodes[f.node];
       // A character of the value (`ch`: its code point, or kOtherChar for any non-ASCII one):
       // counted against maxLength and, with a pattern, fed to its automaton.
-      const Pattern* pattern = compat_.enforce_value_limits && n.pattern >= 0
-                                   ? &schema_.patterns[static_cast<size_t>(n.pattern)]
-                                   : nullptr;
+      // --enforce-schema prunes by the pattern (or our format expressions); the engine only
+      // checks at the closing quote (its own format expressions), so its automaton runs without
+      // refusing anything before.
+      const int32_t pi = compat_.enforce_value_limits    ? n.pattern
+                         : compat_.check_limits_at_close ? n.close_pattern
+                                                         : -1;
+      const Pattern* pattern = pi >= 0 ? &schema_.patterns[static_cast<size_t>(pi)] : nullptr;
+      const bool prune = compat_.enforce_value_limits;
       auto count_char = [&](uint32_t ch) {
         ++f.count;
         if (n.max_length >= 0 && f.count > n.max_length) return false;
-        return pattern == nullptr || pattern->Step(s.pattern, ch);
+        if (pattern == nullptr) return true;
+        return pattern->Step(s.pattern, ch) || !prune;
       };
       switch (f.phase) {
         case 0:

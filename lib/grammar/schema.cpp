@@ -90,6 +90,28 @@ void ImplyRange(std::string_view name, SchemaNode* n) {
   n->has_range = true;
 }
 
+// The official engine's expression for a string `format` (its schema compiler's table, read from
+// the wasm's data), checked when the value closes; empty = a format it does not check.
+std::string_view EngineFormatRegex(std::string_view format) {
+  static constexpr std::pair<std::string_view, std::string_view> kTable[] = {
+      {"ipv4", R"(^[0-9]{1,3}([.][0-9]{1,3}){3}$)"},
+      {"date", R"(^[0-9]{4}-[0-9]{2}-[0-9]{2}$)"},
+      {"uuid", R"(^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$)"},
+      {"time", R"(^[0-9]{2}:[0-9]{2}:[0-9]{2}([.][0-9]+)?([Zz]|[+-][0-9]{2}:[0-9]{2})?$)"},
+      {"email", R"(^[^@ ]+@[^@ ]+[.][^@ ]+$)"},
+      {"ipv6", R"(^[0-9A-Fa-f.]*:[0-9A-Fa-f.:]*$)"},
+      {"hostname",
+       R"(^[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?([.][A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*$)"},
+      {"date-time",
+       R"(^[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt][0-9]{2}:[0-9]{2}:[0-9]{2}([.][0-9]+)?([Zz]|[+-][0-9]{2}:[0-9]{2})$)"},
+      {"duration",
+       R"(^P([0-9]+W|([0-9]+Y)?([0-9]+M)?([0-9]+D)?(T([0-9]+H)?([0-9]+M)?([0-9]+([.][0-9]+)?S)?)?)$)"},
+  };
+  for (const auto& [name, regex] : kTable)
+    if (name == format) return regex;
+  return {};
+}
+
 class Builder {
  public:
   explicit Builder(CallSchema* out) : out_(out) {}
@@ -97,15 +119,18 @@ class Builder {
   // `pattern` (a string), else a regular `format`: compiled into out_->patterns; unsupported
   // expressions are left unpruned.
   void ReadPattern(const Json& j, SchemaNode* n) {
-    std::optional<Pattern> p;
+    auto add = [&](std::optional<Pattern> p) {
+      if (!p) return int32_t{-1};
+      out_->patterns.push_back(std::move(*p));
+      return static_cast<int32_t>(out_->patterns.size() - 1);
+    };
     if (auto it = j.find("pattern"); it != j.end() && it->is_string()) {
-      p = Pattern::Compile(it->get<std::string>());
+      n->pattern = n->close_pattern = add(Pattern::Compile(it->get<std::string>()));
     } else if (auto f = j.find("format"); f != j.end() && f->is_string()) {
-      p = Pattern::ForFormat(f->get<std::string>());
+      n->pattern = add(Pattern::ForFormat(f->get<std::string>()));
+      const std::string_view engine = EngineFormatRegex(f->get<std::string>());
+      if (!engine.empty()) n->close_pattern = add(Pattern::Compile(engine));
     }
-    if (!p) return;
-    n->pattern = static_cast<int32_t>(out_->patterns.size());
-    out_->patterns.push_back(std::move(*p));
   }
 
   // Appends the node for schema `j` (and its children); returns its index.

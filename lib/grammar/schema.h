@@ -51,6 +51,10 @@ struct SchemaNode {
   // Strings: index into CallSchema::patterns of the node's `pattern` (or, without one, of its
   // `format` when that has a regular shape); -1 = none or not supported (then not pruned).
   int32_t pattern = -1;
+  // The same for the engine's check when the string closes (CompatOptions::check_limits_at_close):
+  // the `pattern`, or, without one, the engine's own expression for the `format` (its table:
+  // date, time, date-time, duration, email, hostname, ipv4, ipv6, uuid); -1 = none.
+  int32_t close_pattern = -1;
   // Objects: declared properties (first kMaxKeys), their schema nodes, required mask.
   // `open_object`: no properties declared, so any object is accepted.
   std::vector<std::string> keys;
