@@ -6,6 +6,7 @@
 #include "grammar/call_grammar.h"
 #include "grammar/schema.h"
 #include "session/validation.h"
+#include "text/json_text.h"
 
 using namespace needle;
 
@@ -131,4 +132,33 @@ TEST_CASE("negation: the engine's phrases and exemptions", "[protocol]") {
   CHECK(session::QueryNegates("make sure not to wake me"));
   CHECK_FALSE(session::QueryNegates("do not mindful"));  // prefix match: "mindful" exempts
   CHECK(session::QueryNegates("no longer needed"));
+}
+
+TEST_CASE("the engine's own JSON check of a finished call (text::ParseEngineJson)", "[protocol]") {
+  using Kind = text::EngineJsonValue::Kind;
+  // Read from the engine (fn 120): numbers are `-`? then any run of 0-9 + - . e E.
+  for (const char* ok : {R"([{"name":"f","arguments":{"level":011}}])", "[ 1 , -, 3e+-. ]\n",
+                         R"({"a":"x\qy","b":[true,false,null],"c":{}})", R"("\"")", "[]"}) {
+    INFO(ok);
+    CHECK(text::ParseEngineJson(ok).has_value());
+  }
+  for (const char* bad :
+       {"", "[1,]", R"({"a":1,})", R"({"a" 1})", "[1] x", "tru", R"("abc)", "[", "x"}) {
+    INFO(bad);
+    CHECK_FALSE(text::ParseEngineJson(bad).has_value());
+  }
+  // Any value not starting with [ { " t f n is read as a number: `+` is one byte of it.
+  CHECK(text::ParseEngineJson("[+]").has_value());
+  const auto v = text::ParseEngineJson(R"([{"name":"f","arguments":{"k\u0041":"a\"b","n":1.50}}])");
+  REQUIRE(v);
+  REQUIRE(v->kind == Kind::kArray);
+  const auto& args = v->items.at(0).members.at(1).value;
+  REQUIRE(args.members.size() == 2);
+  CHECK(text::DecodeJsonString(args.members[0].key) == "kA");
+  CHECK(text::DecodeJsonString(args.members[0].value.text) == "a\"b");
+  CHECK(args.members[1].value.kind == Kind::kNumber);
+  CHECK(args.members[1].value.text == "1.50");
+  // Nesting beyond 256 is refused, not a stack overflow.
+  CHECK_FALSE(text::ParseEngineJson(std::string(100000, '[') + std::string(100000, ']')));
+  CHECK(text::ParseEngineJson(std::string(200, '[') + std::string(200, ']')));
 }
