@@ -88,36 +88,34 @@ bool LaxNumberByte(NumberState& num, uint8_t& phase, uint8_t c) {
   const bool digit = IsDigit(c);
   if (!digit && c != '+' && c != '-' && c != '.' && c != 'e' && c != 'E') return false;
   const bool exp = c == 'e' || c == 'E';
+  // A digit before the exponent: integer (phase 2) or fraction (phase 4).
+  auto mantissa_digit = [&](bool fraction) {
+    AddDigit(num, c, fraction);
+    num.mantissa_digit = true;
+    phase = fraction ? 4 : 2;
+  };
   switch (phase) {
     case 0:  // the first byte (a value starts a number only with `-` or a digit)
       if (c == '-') {
         num.negative = true;
         phase = 1;
       } else {
-        AddDigit(num, c, false);
-        num.mantissa_digit = true;
-        phase = 2;
+        mantissa_digit(false);
       }
       break;
     case 1:
     case 2:
-      if (digit) {
-        AddDigit(num, c, false);
-        num.mantissa_digit = true;
-        phase = 2;
-      } else {
+      if (digit)
+        mantissa_digit(false);
+      else
         phase = c == '.' ? 3 : exp && phase == 2 ? 5 : 8;
-      }
       break;
     case 3:
     case 4:
-      if (digit) {
-        AddDigit(num, c, true);
-        num.mantissa_digit = true;
-        phase = 4;
-      } else {
+      if (digit)
+        mantissa_digit(true);
+      else
         phase = exp && num.mantissa_digit ? 5 : 8;
-      }
       break;
     case 5:
       if (digit) {

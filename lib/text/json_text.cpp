@@ -158,12 +158,9 @@ class EngineJsonReader {
     if (p_ >= end_ || depth > 256) return false;
     const char* start = p_;
     switch (*p_) {
-      case '{': {
+      case '{':
         v->kind = EngineJsonValue::Kind::kObject;
-        ++p_;
-        SkipSpace();
-        if (p_ < end_ && *p_ == '}') return Close(v, start);
-        for (;;) {
+        return Elements(v, start, '}', [&] {
           SkipSpace();
           std::string_view key;
           if (!String(&key)) return false;
@@ -173,29 +170,16 @@ class EngineJsonReader {
           EngineJsonValue member;
           if (!Value(&member, depth + 1)) return false;
           v->members.push_back({key, std::move(member)});
-          SkipSpace();
-          if (p_ >= end_) return false;
-          if (*p_ == '}') return Close(v, start);
-          if (*p_ != ',') return false;
-          ++p_;
-        }
-      }
-      case '[': {
+          return true;
+        });
+      case '[':
         v->kind = EngineJsonValue::Kind::kArray;
-        ++p_;
-        SkipSpace();
-        if (p_ < end_ && *p_ == ']') return Close(v, start);
-        for (;;) {
+        return Elements(v, start, ']', [&] {
           EngineJsonValue item;
           if (!Value(&item, depth + 1)) return false;
           v->items.push_back(std::move(item));
-          SkipSpace();
-          if (p_ >= end_) return false;
-          if (*p_ == ']') return Close(v, start);
-          if (*p_ != ',') return false;
-          ++p_;
-        }
-      }
+          return true;
+        });
       case '"':
         v->kind = EngineJsonValue::Kind::kString;
         return String(&v->text);
@@ -251,6 +235,22 @@ class EngineJsonReader {
     v->text = std::string_view(p_, word.size());
     p_ += word.size();
     return true;
+  }
+  // An object or array from its opening byte at p_: empty, or elements (element() reads one)
+  // separated by ',' up to `close`.
+  template <class Element>
+  bool Elements(EngineJsonValue* v, const char* start, char close, const Element& element) {
+    ++p_;
+    SkipSpace();
+    if (p_ < end_ && *p_ == close) return Close(v, start);
+    for (;;) {
+      if (!element()) return false;
+      SkipSpace();
+      if (p_ >= end_) return false;
+      if (*p_ == close) return Close(v, start);
+      if (*p_ != ',') return false;
+      ++p_;
+    }
   }
   bool Close(EngineJsonValue* v, const char* start) {
     ++p_;
