@@ -59,6 +59,24 @@ TEST_CASE("call grammar accepts well-formed calls", "[grammar]") {
   CHECK(Complete(g, R"([{"name":"set_timer","arguments":{"minu\u0074es":5}}])"));
 }
 
+TEST_CASE("argument keys: escapes are checked when a character is complete", "[grammar]") {
+  // The engine's key decoder (fn 89) compares the key with the property names only after a whole
+  // character: an unfinished \u escape and a high surrogate waiting for its low half pass
+  // unchecked; the next complete character (the lone surrogate's own bytes first) is checked.
+  const CallGrammar g = MakeGrammar();
+  const std::string head = R"([{"name":"set_timer","arguments":{"mi)";
+  CHECK(Accepts(g, head + R"(\udace)"));              // high surrogate: waits
+  CHECK(Accepts(g, head + R"(\udace\uff5)"));         // the next escape, unfinished
+  CHECK_FALSE(Accepts(g, head + R"(\udace\uff51)"));  // complete: the lone surrogate's bytes
+  CHECK_FALSE(Accepts(g, head + R"(\udacen)"));       // a plain byte after it: the same
+  CHECK_FALSE(Accepts(g, head + R"(\udc00)"));        // a lone low surrogate is written, fails
+  CHECK_FALSE(Accepts(g, head + R"(\u0078)"));        // 'x': not a property's next byte
+  // A surrogate pair is one 4-byte character: checked as such (no property has it).
+  CHECK_FALSE(Accepts(g, head + R"(\ud83d\ude00)"));
+  // An open object takes any key, a pair and a lone surrogate included.
+  CHECK(Complete(g, R"([{"name":"free","arguments":{"k\ud83d\ude00\udace":1}}])"));
+}
+
 TEST_CASE("call grammar refuses what the protocol forbids", "[grammar]") {
   const CallGrammar g = MakeGrammar();
   CHECK_FALSE(Accepts(g, " []"));                                      // whitespace

@@ -80,8 +80,7 @@ struct Frame {
   int32_t pending = -1;  // kObject: key just read; kCall: chosen tool
   uint32_t hex = 0;      // kKey: \u accumulator
   uint8_t hex_digits = 0;
-  uint8_t utf8_len = 0, utf8_pos = 0;  // kKey: bytes of a decoded escape still to compare
-  std::array<char, 4> utf8{};
+  uint16_t surrogate = 0;  // kKey: a `\u` high surrogate waiting for its low half (0: none)
 };
 
 inline constexpr int kMaxDepth = 24;
@@ -142,7 +141,9 @@ class CallGrammar {
   // Pushes the frame for a value of `node` starting with byte c (c is consumed by the new frame).
   Result StartValue(GrammarState& s, int32_t node, uint8_t c) const;
   Result KeyByte(GrammarState& s, Frame& f, uint8_t c) const;
-  bool KeyCompare(Frame& f, uint8_t byte) const;  // narrows candidates by one decoded byte
+  bool KeyCompare(Frame& f, uint8_t byte) const;       // narrows candidates by one decoded byte
+  bool KeyEmit(Frame& f, uint8_t byte) const;          // a decoded byte, after a waiting surrogate
+  bool KeyEmitCodePoint(Frame& f, uint32_t cp) const;  // an escape's code point, as UTF-8
   bool CloseObject(GrammarState& s, const Frame& f) const;
   Result LiteralByte(GrammarState& s, Frame& f, uint8_t c) const;
   Result LiteralMatch(GrammarState& s, Frame& f, uint8_t c, bool decoded) const;
