@@ -159,6 +159,7 @@ void LogVerbose(const session::Reply& reply, const session::Session& s, double l
   j["counted_tokens"] = reply.counted_tokens;
   j["stop"] = session::StopReasonName(reply.turn.stop);
   j["head_confidence"] = reply.head_confidence;
+  j["head_rescored"] = reply.head_rescored;
   j["decode_confidence"] = reply.decode_confidence;
   j["load_seconds"] = load_seconds;
   j["prefix_seconds"] = s.prefix_seconds();
@@ -400,6 +401,7 @@ void Run(RunArgs& a) {
   cfg.prefix_cache_dir = a.prefix_cache;
   cfg.kernels = a.isa.empty() ? nullptr : &kernels::KernelsFor(a.isa);
   cfg.protocol.trace = report::LogEnabled("trace");  // --trace or --log-level trace
+  cfg.protocol.conf_rescore = std::getenv("NEEDLE_CONF_RESCORE") != nullptr;  // as the engine
   cfg.protocol.compat.enforce_value_limits = a.schema.enforce;
   if (a.kv_window > 0) cfg.kv_window = static_cast<uint32_t>(a.kv_window);
   if (batch) {

@@ -811,6 +811,11 @@ Reply Session::Respond(std::string_view input, int max_new_tokens) {
   // new prefix pinned as the sinks. Tool-result turns, and later user turns that retrieve the
   // same tools, keep the context.
   const bool rebuild = retrieval_ && !tool_result && SelectTools(input, was_fresh);
+  // The query's embedding forward (retrieval) runs through the head's pooling too: its call does
+  // not start where the cached features stand, so they are invalid from then on; a rebuild starts
+  // a fresh pool, a turn that keeps the context re-forwards at the end (engine: the pool position
+  // stays at the previous turn's end, valid flag 0; docs/PROTOCOL-NOTES.md item 4c).
+  if (retrieval_ && !tool_result && !rebuild) decoder_->InvalidatePoolCache();
   const size_t before = rebuild ? prefix_ids_.size() + history_.size() : decoder_->position();
   // A turn longer than the room left keeps only its tail: prefix + turn + budget <= max_seq_len
   // (a plain token cut, at least one token kept).
@@ -836,7 +841,16 @@ Reply Session::Respond(std::string_view input, int max_new_tokens) {
           std::min<size_t>(prefix_ids_.size(), file_.geometry().max_seq_len)));
   }
   report::Stopwatch pw;
-  Prefill(rebuild ? rebuilt : r.turn_ids);
+  if (rebuild) {
+    // The engine feeds its fixed prefix (the BOS) as a call of its own, then the rest as the
+    // turn: 32-token calls counted from position 1 (fn 260 -> fn 108, then fn 139). Past sinks +
+    // window the chunk boundaries decide which keys a token sees.
+    const std::span<const int32_t> all(rebuilt);
+    Prefill(all.first(1));
+    Prefill(all.subspan(1));
+  } else {
+    Prefill(r.turn_ids);
+  }
   r.prefill_seconds = pw.Seconds();
   r.prefill_tps = r.turn_ids.size() / std::max(r.prefill_seconds, 1e-9);
   report::Stopwatch dw;

@@ -84,8 +84,13 @@ for (const text of turns) {
   const reply = M.UTF8ToString(outBuf);
   const ids = log.slice(logFrom).map((l) => /turn ids: (.*)/.exec(l)).filter(Boolean);
   if (ids.length !== 1) { console.error("dump_state: expected one 'turn ids' line per turn"); process.exit(1); }
+  // The head confidence's cached pool: valid flag (u8 at +816) and forward-call records (+804).
+  const poolValid = M.HEAPU8[ctx() + 816];
+  const poolRecords = (field(808) - field(804)) / 40;
+  const poolPos = [field(2016), field(820)];
   steps.push({ input: text, before, turn_ids: ids[0][1].trim().split(/\s+/).map(Number),
-               returned, after: tokenCount(), reply });
+               returned, after: tokenCount(), reply, pool_valid: poolValid,
+               pool_records: poolRecords, pool_pos: poolPos });
 }
 const prefixLine = log.map((l) => /prefix ids: (.*)/.exec(l)).filter(Boolean);
 const prefixIds = prefixLine.length ? prefixLine[0][1].trim().split(/\s+/).map(Number) : null;

@@ -8,7 +8,8 @@
 # Usage: OFFICIAL_PKG=<node_modules/@tyler71/cactus-needle2> \
 #   scripts/official/make-heldout-goldens.sh [MODEL.cact [HELDOUT.jsonl [MAX_TOKENS]]]
 # Defaults: examples/demo.cact, examples/demo-heldout.jsonl, 256 (the eval default).
-# Writes tests/data/golden/heldout/<model>.heldout.json and <model>.conversations.json.
+# Writes tests/data/golden/heldout/<model>.heldout.json, <model>.conversations.json and
+# <model>.conversations-seed2.json.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 model=${1:-examples/demo.cact}
@@ -28,9 +29,15 @@ python3 scripts/official/session_cases.py heldout-cases "$heldout" "$mt" "$tmp/c
 node scripts/official/engine_session.mjs "$model" "$tmp/cases.jsonl" > "$tmp/engine.jsonl"
 python3 scripts/official/session_cases.py heldout-golden "$name" "$heldout" "$mt" "$tmp/engine.jsonl" \
   "$out/$name.heldout.json"
-python3 scripts/official/session_cases.py conversation-cases "$heldout" 100 1 "$tmp/conv.jsonl"
-node scripts/official/engine_session.mjs "$model" "$tmp/conv.jsonl" > "$tmp/conv-engine.jsonl"
-python3 scripts/official/session_cases.py conversation-golden "$name" "$heldout" "$tmp/conv.jsonl" \
-  "$tmp/conv-engine.jsonl" "$out/$name.conversations.json"
+# Conversations: 100 from seed 1 and 200 from seed 2 (the second set holds long contexts that
+# re-forward the confidence head's features).
+for set in "100 1 conversations" "200 2 conversations-seed2"; do
+  read -r count seed file <<<"$set"
+  python3 scripts/official/session_cases.py conversation-cases "$heldout" "$count" "$seed" \
+    "$tmp/conv.jsonl"
+  node scripts/official/engine_session.mjs "$model" "$tmp/conv.jsonl" > "$tmp/conv-engine.jsonl"
+  python3 scripts/official/session_cases.py conversation-golden "$name" "$heldout" \
+    "$tmp/conv.jsonl" "$tmp/conv-engine.jsonl" "$out/$name.$file.json"
+done
 rm -rf "$tmp"
-echo "$out/$name.heldout.json $out/$name.conversations.json"
+echo "$out/$name.heldout.json $out/$name.conversations.json $out/$name.conversations-seed2.json"
