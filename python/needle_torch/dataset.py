@@ -18,6 +18,7 @@ import functools
 import json
 import os
 import random
+import re
 import sys
 
 # --- value pools: [train values, test values], disjoint -----------------------------------------
@@ -118,6 +119,29 @@ LANGUAGES = ["Spanish", "French", "German", "Italian", "Japanese", "Portuguese"]
 UNITS = [("km", "miles"), ("miles", "km"), ("kg", "pounds"), ("pounds", "kg"),
          ("liters", "gallons"), ("gallons", "liters")]
 UNIT_ENUM = ["km", "miles", "kg", "pounds", "liters", "gallons"]
+# --long-units: "km" / "kg" spelled out. The engine grounds an enum value in the query only when
+# its normalized form has 3+ characters, so with "km" / "kg" it grounded only the other unit of a
+# request and forced it into both from_unit and to_unit (10 of run9's 50 held-out failures).
+LONG_UNITS = {"km": "kilometers", "kg": "kilograms"}
+
+
+def long_units(example):
+    """The example with LONG_UNITS applied to the unit enum, the query's words and the expected
+    unit arguments (a rewrite after generation: the random draws stay those of the short
+    names)."""
+    def unit(v):
+        return LONG_UNITS.get(v, v)
+    tools = [json.loads(json.dumps(t)) for t in example["tools"]]
+    for t in tools:
+        for prop in t["parameters"]["properties"].values():
+            if "enum" in prop:
+                prop["enum"] = [unit(v) for v in prop["enum"]]
+    query = re.sub(r"\b(km|kg)\b", lambda m: LONG_UNITS[m.group(1)], example["query"])
+    expected = [{"name": c["name"],
+                 "arguments": {k: unit(v) if k in ("from_unit", "to_unit") else v
+                               for k, v in c["arguments"].items()}}
+                for c in example["expected"]]
+    return {"tools": tools, "query": query, "expected": expected}
 
 
 def _tool(name, description, properties, required):
@@ -176,6 +200,17 @@ _TRAIN_WORDS = sorted({w.lower() for pool in (MESSAGES, EVENT_TITLES, PHRASES, S
                        for v in pool[0] for w in v.split() if w.isalpha()})
 
 
+# Words of the query phrasings themselves (weather, timer, message, ...). A value that contains
+# one ("the weather is nice" in a translate request) must still be copied; a model that never
+# saw them inside a value learns to skip them there (run9: "the is nice").
+_TRIGGER_WORDS = ["weather", "forecast", "rain", "timer", "minutes", "alarm", "wake", "message",
+                  "text", "tell", "send", "play", "song", "music", "volume", "percent",
+                  "schedule", "calendar", "add", "translate", "say", "convert", "call", "phone",
+                  "ring", "lights", "turn", "switch", "search", "look", "find", "online",
+                  "heating", "degrees", "thermostat", "list", "shopping", "todo", "put", "on",
+                  "off", "in", "to", "for", "at", "and", "then", "also"]
+
+
 _VOCAB_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tests",
                            "data", "tokenizer", "fixture8k.vocab")
 
@@ -204,7 +239,15 @@ def _pseudo_word(rng, low, high):
     return word + (rng.choice("nrstl") if rng.random() < 0.3 else "")
 
 
-def _vocab_value(rng, style, max_words=5):
+def _free_word(rng, trigger_words, otherwise):
+    """A word of a made-up free text: a trigger word with probability trigger_words (0 draws
+    nothing extra from rng), else otherwise()."""
+    if trigger_words > 0 and rng.random() < trigger_words:
+        return rng.choice(_TRIGGER_WORDS)
+    return otherwise()
+
+
+def _vocab_value(rng, style, max_words=5, trigger_words=0.0):
     """A made-up value from the tokenizer's whole-word pieces (and pseudo-words) in the shape
     of `style`."""
     words = _vocab_words()
@@ -218,18 +261,20 @@ def _vocab_value(rng, style, max_words=5):
         return " ".join(word().capitalize() for _ in range(rng.randint(1, 3)))
     if style == "room":
         return word().lower() + (" room" if rng.random() < 0.3 else "")
-    return " ".join(word() if rng.random() < 0.7 else rng.choice(_TRAIN_WORDS)
+    return " ".join(_free_word(rng, trigger_words, lambda: word() if rng.random() < 0.7
+                               else rng.choice(_TRAIN_WORDS))
                     for _ in range(rng.randint(1, max_words)))
 
 
-def _synthetic(rng, style, vocab_share=0.0, max_words=5):
+def _synthetic(rng, style, vocab_share=0.0, max_words=5, trigger_words=0.0):
     """A made-up value (train split only): pseudo-words that no pool holds, so that the model
     must copy from the query instead of recalling a memorized list. Never a test-pool value.
     vocab_share: the probability of a value made of the tokenizer's word pieces (_vocab_value;
-    0 draws nothing extra from rng)."""
+    0 draws nothing extra from rng); trigger_words: the share of free-text words taken from the
+    query phrasings (_TRIGGER_WORDS)."""
     while True:
         if vocab_share > 0 and rng.random() < vocab_share:
-            value = _vocab_value(rng, style, max_words)
+            value = _vocab_value(rng, style, max_words, trigger_words)
         elif style in ("name", "city"):
             value = _pseudo_word(rng, 2, 3).capitalize()
         elif style == "song":
@@ -238,7 +283,9 @@ def _synthetic(rng, style, vocab_share=0.0, max_words=5):
         elif style == "room":
             value = _pseudo_word(rng, 2, 3) + (" room" if rng.random() < 0.3 else "")
         else:  # free text: common words mixed with pseudo-words
-            words = [rng.choice(_TRAIN_WORDS) if rng.random() < 0.6 else _pseudo_word(rng, 1, 3)
+            words = [_free_word(rng, trigger_words,
+                                lambda: rng.choice(_TRAIN_WORDS) if rng.random() < 0.6
+                                else _pseudo_word(rng, 1, 3))
                      for _ in range(rng.randint(1, max_words))]
             value = " ".join(words)
         if value.lower() not in _TEST_VALUES:
@@ -246,7 +293,7 @@ def _synthetic(rng, style, vocab_share=0.0, max_words=5):
 
 
 def _intent(tool, rng, split, synthetic=0.0, vocab_share=0.0, all_minutes=False, max_words=5,
-            wide_numbers=0.0):
+            wide_numbers=0.0, trigger_words=0.0):
     """One request for `tool`: (clause text, expected call). Clauses are lower-case-first so
     they can be joined; the caller capitalizes the query. synthetic: in the train split, the
     probability that a free string value is made up (_synthetic) instead of drawn from its pool
@@ -263,7 +310,7 @@ def _intent(tool, rng, split, synthetic=0.0, vocab_share=0.0, all_minutes=False,
 
     def free(pool, style):
         if split == 0 and synthetic > 0 and rng.random() < synthetic:
-            return _synthetic(rng, style, vocab_share, max_words)
+            return _synthetic(rng, style, vocab_share, max_words, trigger_words)
         return pick(pool[split])
     if tool == "get_weather":
         city = free(CITIES, "city")
@@ -366,7 +413,7 @@ def _tool_set(rng):
 
 
 def make_example(rng, split, offered=None, synthetic=0.0, vocab_share=0.0, all_minutes=False,
-                 max_words=5, wide_numbers=0.0, refusals=None):
+                 max_words=5, wide_numbers=0.0, refusals=None, trigger_words=0.0):
     """One {tools, query, expected} example; split 0 = train pools, 1 = test pools. `offered`:
     the tool names to offer, in order (default: 2-4 drawn at random); synthetic: see _intent."""
     names = list(TOOLS)
@@ -380,20 +427,20 @@ def make_example(rng, split, offered=None, synthetic=0.0, vocab_share=0.0, all_m
     if kind < single:  # one call
         tool = rng.choice(offered)
         text, arguments = _intent(tool, rng, split, synthetic, vocab_share, all_minutes,
-                                  max_words, wide_numbers)
+                                  max_words, wide_numbers, trigger_words)
         calls = [{"name": tool, "arguments": arguments}]
     elif kind < multi:  # two calls, in the order asked
         first, second = rng.sample(offered, 2)
         text_a, args_a = _intent(first, rng, split, synthetic, vocab_share, all_minutes,
-                                 max_words, wide_numbers)
+                                 max_words, wide_numbers, trigger_words)
         text_b, args_b = _intent(second, rng, split, synthetic, vocab_share, all_minutes,
-                                 max_words, wide_numbers)
+                                 max_words, wide_numbers, trigger_words)
         text = text_a + rng.choice(JOINERS) + text_b
         calls = [{"name": first, "arguments": args_a}, {"name": second, "arguments": args_b}]
     elif kind < missing_end:  # a request no offered tool can serve
         missing = rng.choice([n for n in names if n not in offered])
         text, _ = _intent(missing, rng, split, synthetic, vocab_share, all_minutes, max_words,
-                          wide_numbers)
+                          wide_numbers, trigger_words)
         calls = []
     else:  # small talk
         text, calls = rng.choice(SMALL_TALK[split]), []
@@ -402,7 +449,7 @@ def make_example(rng, split, offered=None, synthetic=0.0, vocab_share=0.0, all_m
 
 
 def generate(split, count, seed, tool_sets=0, synthetic=0.0, vocab_share=0.0,
-             all_minutes=False, max_words=5, wide_numbers=0.0, refusals=None):
+             all_minutes=False, max_words=5, wide_numbers=0.0, refusals=None, trigger_words=0.0):
     """`count` examples. tool_sets > 0: offer only that many ordered tool sets (drawn first), so
     that rendering needs one engine call per set (render.py); 0: a fresh set per example.
     synthetic: the share of made-up free string values in the train split (_synthetic);
@@ -410,14 +457,15 @@ def generate(split, count, seed, tool_sets=0, synthetic=0.0, vocab_share=0.0,
     all_minutes: train clock times with every minute but the test ones (_times);
     max_words: made-up free texts have 1 to max_words words; wide_numbers: the share of train
     integers drawn above their pool's range; refusals: the share of no-call examples (None:
-    the default 16%: 11% requests for a tool not offered, 5% small talk)."""
+    the default 16%: 11% requests for a tool not offered, 5% small talk); trigger_words: the
+    share of made-up free-text words taken from the query phrasings (_TRIGGER_WORDS)."""
     if split not in ("train", "test"):
         raise ValueError(f"split {split!r}: train or test")
     rng = random.Random(f"{split}:{seed}")
     sets = [_tool_set(rng) for _ in range(tool_sets)]
     pool = 0 if split == "train" else 1
     return [make_example(rng, pool, rng.choice(sets) if sets else None, synthetic, vocab_share,
-                         all_minutes, max_words, wide_numbers, refusals)
+                         all_minutes, max_words, wide_numbers, refusals, trigger_words)
             for _ in range(count)]
 
 
@@ -443,11 +491,19 @@ def main(argv=None):
     parser.add_argument("--refusals", type=float, default=None,
                         help="share of no-call examples (default 0.16; 11:5 not-offered tool : "
                              "small talk)")
+    parser.add_argument("--trigger-words", type=float, default=0.0,
+                        help="share of made-up free-text words taken from the query phrasings "
+                             "(weather, timer, ...), so that values containing them are copied")
+    parser.add_argument("--long-units", action="store_true",
+                        help="spell the units km / kg out (kilometers / kilograms), so that the "
+                             "engine's enum grounding (3+ characters) sees both units of a request")
     parser.add_argument("--out", default="-", help="output JSONL (default stdout)")
     args = parser.parse_args(argv)
     examples = generate(args.split, args.count, args.seed, args.tool_sets, args.synthetic,
                         args.vocab_words, args.all_minutes, args.max_words,
-                        args.wide_numbers, args.refusals)
+                        args.wide_numbers, args.refusals, args.trigger_words)
+    if args.long_units:
+        examples = [long_units(e) for e in examples]
     lines = [json.dumps(e, ensure_ascii=False) for e in examples]
     text = "\n".join(lines) + "\n"
     if args.out == "-":

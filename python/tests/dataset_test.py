@@ -142,6 +142,33 @@ def main(argv):
                            if isinstance(v, str)}) // 2:
         fail("--synthetic made up too few values")
 
+    # --long-units: both units of a conversion are spelled in the query with 3+ characters (the
+    # engine's enum grounding), and nothing but unit words changes.
+    conversions = 0
+    for e in test:
+        long = dataset.long_units(e)
+        back = long["query"].replace("kilometers", "km").replace("kilograms", "kg")
+        if back != e["query"]:
+            fail(f"--long-units changed more than unit words: {e['query']!r}")
+        for c in long["expected"]:
+            if c["name"] != "convert_units":
+                continue
+            conversions += 1
+            for key in ("from_unit", "to_unit"):
+                unit = c["arguments"][key]
+                if len(unit) < 3 or unit not in long["query"].lower():
+                    fail(f"--long-units: {key} {unit!r} not grounded in {long['query']!r}")
+    if conversions < 10:
+        fail(f"--long-units: only {conversions} conversions in the test split")
+    trigger = dataset.generate("train", 400, seed=5, synthetic=1.0, max_words=8,
+                               trigger_words=0.3)
+    trigger_hits = sum(w in dataset._TRIGGER_WORDS for e in trigger for c in e["expected"]
+                       for v in c["arguments"].values() if isinstance(v, str)
+                       for w in v.split())
+    print(f"--trigger-words 0.3: {trigger_hits} trigger words inside made-up values")
+    if trigger_hits < 50:
+        fail("--trigger-words put too few query words into made-up values")
+
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "heldout.jsonl")
         with open(path, "w", encoding="utf-8") as handle:
