@@ -77,14 +77,14 @@ void Confidence(const EmbedArgs& a) {
   for (size_t i = 0; i < a.texts.size(); ++i) {
     const std::string& q = a.texts[i];
     const std::string shown_tools = retrieval ? retrieval->ToolsTextFor(q) : tools_text;
-    // Fed as run feeds it: the tools prefix, then the turn; with retrieval the rebuilt context
-    // in one prefill.
+    // Fed as run feeds it: the tools prefix, then the turn; with retrieval the rebuilt context:
+    // the BOS as one call, then the rest (the engine's rebuild).
     std::vector<int32_t> ids = renderer.PrefixIds(a.system, shown_tools);
     const auto sinks = static_cast<uint32_t>(ids.size());
     std::vector<int32_t> turn = renderer.FirstTurnIds(q);
     if (retrieval) {
-      ids.insert(ids.end(), turn.begin(), turn.end());
-      turn.clear();
+      turn.insert(turn.begin(), ids.begin() + 1, ids.end());
+      ids.resize(1);
     }
     const float logit = scorer.Logit(ids, turn, sinks);
     const size_t tokens = ids.size() + turn.size();

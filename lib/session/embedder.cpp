@@ -70,8 +70,7 @@ float ConfidenceScorer::Logit(std::span<const int32_t> first, std::span<const in
   if (n == 0 || n > limit)
     Fail<InvalidInput>("{}: a context of {} tokens (1 to max_seq_len {} allowed)",
                        model_->file().path(), n, limit);
-  if (sink_len > first.size())
-    Fail<InvalidInput>("sink_len {} exceeds the first prefill's {} tokens", sink_len, first.size());
+  if (sink_len > n) Fail<InvalidInput>("sink_len {} exceeds the {} tokens fed", sink_len, n);
   decoder_->Reset();
   if (decoder_->config().kv_window) decoder_->SetSinkLen(sink_len);
   if (!first.empty()) decoder_->Prefill(first, {});

@@ -49,14 +49,14 @@ class ContrastiveEmbedder {
 // window) pooled into the head; the raw logit (the reply's Hc is its sigmoid). The context is fed
 // as a session feeds it: `first` in one prefill, then `second` in another (under the official
 // numerics the 32-token calls count from each prefill's start, and results depend on them: a
-// session prefills its tools prefix, then each turn; a retrieval turn rebuilds the whole context
-// in one). Not thread-safe.
+// session prefills its tools prefix, then each turn; a retrieval turn rebuilds the whole context:
+// the BOS in one, the rest in another). Not thread-safe.
 class ConfidenceScorer {
  public:
   // Throws InvalidInput when the model has no confidence head.
   ConfidenceScorer(std::shared_ptr<const model::Model> model, const EmbedderConfig& config);
   // Throws InvalidInput when the context is empty or longer than max_seq_len, or sink_len exceeds
-  // first.size().
+  // the tokens fed.
   float Logit(std::span<const int32_t> first, std::span<const int32_t> second, uint32_t sink_len);
 
  private:

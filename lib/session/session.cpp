@@ -826,9 +826,8 @@ Reply Session::Respond(std::string_view input, int max_new_tokens) {
     r.turn_ids.erase(r.turn_ids.begin(), r.turn_ids.end() - static_cast<std::ptrdiff_t>(keep));
   history_.insert(history_.end(), r.turn_ids.begin(), r.turn_ids.end());
   // With a rebuild the whole context is fed again from position 0 (BOS, the new prefix pinned as
-  // sinks, every earlier turn, this turn) in 32-token calls; the turn reported is what follows
-  // the BOS (the engine's debug line). Chunks from position 0 are what gives the engine's
-  // confidence (its forward-call history decides whether the head features are re-forwarded).
+  // sinks, every earlier turn, this turn); the turn reported is what follows the BOS (the
+  // engine's debug line).
   std::vector<int32_t> rebuilt;
   if (rebuild) {
     rebuilt = prefix_ids_;
