@@ -59,7 +59,8 @@ TEST_CASE("call grammar accepts well-formed calls", "[grammar]") {
   CHECK(Complete(g, R"([{"name":"set_timer","arguments":{"minu\u0074es":5}}])"));
 }
 
-TEST_CASE("argument keys: escapes are checked when a character is complete", "[grammar]") {
+TEST_CASE("argument keys and enum strings: escapes are checked when a character is complete",
+          "[grammar]") {
   // The engine's key decoder (fn 89) compares the key with the property names only after a whole
   // character: an unfinished \u escape and a high surrogate waiting for its low half pass
   // unchecked; the next complete character (the lone surrogate's own bytes first) is checked.
@@ -73,6 +74,19 @@ TEST_CASE("argument keys: escapes are checked when a character is complete", "[g
   CHECK_FALSE(Accepts(g, head + R"(\u0078)"));        // 'x': not a property's next byte
   // A surrogate pair is one 4-byte character: checked as such (no property has it).
   CHECK_FALSE(Accepts(g, head + R"(\ud83d\ude00)"));
+  // Enum strings alike: a waiting high surrogate passes, the next complete character decides; a
+  // pair is one character, matched against the literals (an emoji literal).
+  const std::string lights = R"([{"name":"set_lights","arguments":{"room":"hall","state":"o)";
+  CHECK(Accepts(g, lights + R"(\ud800)"));
+  CHECK_FALSE(Accepts(g, lights + R"(\ud800n)"));
+  CHECK_FALSE(Accepts(g, lights + R"(\ud800\u006e)"));
+  CHECK_FALSE(Accepts(g, lights + R"(\udc00)"));
+  const char* mood =
+      R"({"name":"mood","parameters":{"type":"object","properties":{"m":{"type":"string","enum":["\ud83d\ude00","ok"]}},"required":["m"]}})";
+  const CallGrammar gm(BuildCallSchema({mood}), {});
+  CHECK(Complete(gm, R"([{"name":"mood","arguments":{"m":"\ud83d\ude00"}}])"));
+  CHECK(Complete(gm, "[{\"name\":\"mood\",\"arguments\":{\"m\":\"\xF0\x9F\x98\x80\"}}]"));
+  CHECK_FALSE(Accepts(gm, R"([{"name":"mood","arguments":{"m":"\ud83d\ude01)"));
   // An open object takes any key, a pair and a lone surrogate included.
   CHECK(Complete(g, R"([{"name":"free","arguments":{"k\ud83d\ude00\udace":1}}])"));
 }

@@ -807,6 +807,22 @@ CallGrammar::Result CallGrammar::LiteralMatch(GrammarState& s, Frame& f, uint8_t
   return Result::kAccept;
 }
 
+bool CallGrammar::LiteralMatchCodePoint(GrammarState& s, Frame& f, uint32_t cp) const {
+  char buf[4];
+  const int n = EncodeUtf8(cp, buf);
+  for (int i = 0; i < n; ++i)
+    if (LiteralMatch(s, f, static_cast<uint8_t>(buf[i]), true) != Result::kAccept) return false;
+  return true;
+}
+
+// A high surrogate still waiting is matched alone (its three bytes: no literal has them).
+bool CallGrammar::LiteralFlushSurrogate(GrammarState& s, Frame& f) const {
+  if (f.surrogate == 0) return true;
+  const uint16_t lone = f.surrogate;
+  f.surrogate = 0;
+  return LiteralMatchCodePoint(s, f, lone);
+}
+
 // Enum strings accept escapes inside the quotes (as the engine does); a decoded escape is matched
 // against the literals like a plain byte, a half-written `\u` escape is not checked yet.
 CallGrammar::Result CallGrammar::LiteralByte(GrammarState& s, Frame& f, uint8_t c) const {
@@ -820,24 +836,40 @@ CallGrammar::Result CallGrammar::LiteralByte(GrammarState& s, Frame& f, uint8_t 
       }
       if (const uint8_t b = SimpleEscape(c)) {
         f.phase = 0;
+        if (!LiteralFlushSurrogate(s, f)) return Result::kReject;
         return LiteralMatch(s, f, b, true);
       }
       return Result::kReject;
     case 2: {
+      // As for keys (KeyByte): the engine checks an enum string when a character is complete, so
+      // a high surrogate waits for its low half unchecked.
       if (!IsHex(c)) return Result::kReject;
       f.hex = f.hex * 16 + HexValue(c);
       if (++f.hex_digits < 4) return Result::kAccept;
       f.phase = 0;
-      char buf[4];
-      const int n = EncodeUtf8(f.hex, buf);
-      if (n == 0) return Result::kReject;
-      for (int i = 0; i < n; ++i)
-        if (LiteralMatch(s, f, static_cast<uint8_t>(buf[i]), true) != Result::kAccept)
-          return Result::kReject;
-      return Result::kAccept;
+      uint32_t cp = f.hex;
+      if (IsHighSurrogate(cp)) {
+        if (!LiteralFlushSurrogate(s, f)) return Result::kReject;
+        f.surrogate = static_cast<uint16_t>(cp);
+        return Result::kAccept;
+      }
+      if (IsLowSurrogate(cp) && f.surrogate != 0) {
+        cp = 0x10000 + ((uint32_t{f.surrogate} - 0xD800) << 10) + (cp - 0xDC00);
+        f.surrogate = 0;
+      }
+      if (!LiteralFlushSurrogate(s, f)) return Result::kReject;
+      return LiteralMatchCodePoint(s, f, cp) ? Result::kAccept : Result::kReject;
     }
     default:
       break;
+  }
+  if (f.surrogate != 0 && c != '\\') {
+    // The closing quote compares what was decoded, without the waiting half; any other byte
+    // writes it first.
+    if (c == '"')
+      f.surrogate = 0;
+    else if (!LiteralFlushSurrogate(s, f))
+      return Result::kReject;
   }
   if (c == '\\' && f.literal_set == kLiteralsEnum && f.count >= 1) {
     // Only inside string literals (every alive candidate starts with a quote).

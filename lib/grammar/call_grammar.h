@@ -80,7 +80,7 @@ struct Frame {
   int32_t pending = -1;  // kObject: key just read; kCall: chosen tool
   uint32_t hex = 0;      // kKey: \u accumulator
   uint8_t hex_digits = 0;
-  uint16_t surrogate = 0;  // kKey: a `\u` high surrogate waiting for its low half (0: none)
+  uint16_t surrogate = 0;  // kKey, kLiteral: a `\u` high surrogate waiting for its low half
 };
 
 inline constexpr int kMaxDepth = 24;
@@ -144,6 +144,8 @@ class CallGrammar {
   bool KeyCompare(Frame& f, uint8_t byte) const;       // narrows candidates by one decoded byte
   bool KeyEmit(Frame& f, uint8_t byte) const;          // a decoded byte, after a waiting surrogate
   bool KeyEmitCodePoint(Frame& f, uint32_t cp) const;  // an escape's code point, as UTF-8
+  bool LiteralMatchCodePoint(GrammarState& s, Frame& f, uint32_t cp) const;
+  bool LiteralFlushSurrogate(GrammarState& s, Frame& f) const;
   bool CloseObject(GrammarState& s, const Frame& f) const;
   Result LiteralByte(GrammarState& s, Frame& f, uint8_t c) const;
   Result LiteralMatch(GrammarState& s, Frame& f, uint8_t c, bool decoded) const;
