@@ -87,6 +87,12 @@ TEST_CASE("argument keys and enum strings: escapes are checked when a character 
   CHECK(Complete(gm, R"([{"name":"mood","arguments":{"m":"\ud83d\ude00"}}])"));
   CHECK(Complete(gm, "[{\"name\":\"mood\",\"arguments\":{\"m\":\"\xF0\x9F\x98\x80\"}}]"));
   CHECK_FALSE(Accepts(gm, R"([{"name":"mood","arguments":{"m":"\ud83d\ude01)"));
+  // String values count characters the same way: a pair is one (room: maxLength 5).
+  const std::string room = R"([{"name":"set_lights","arguments":{"room":"abcd)";
+  CHECK(Complete(g, room + R"(\ud83d\ude00","state":"on"}}])"));
+  CHECK_FALSE(Accepts(g, room + R"(\ud83d\ude00x)"));
+  CHECK(Accepts(g, room + R"(e\ud800)"));  // waiting: not counted yet
+  CHECK_FALSE(Accepts(g, room + R"(e\ud800x)"));
   // An open object takes any key, a pair and a lone surrogate included.
   CHECK(Complete(g, R"([{"name":"free","arguments":{"k\ud83d\ude00\udace":1}}])"));
 }

@@ -622,6 +622,14 @@ CallGrammar::Result CallGrammar::Step(GrammarState& s, uint8_t c) const {
         if (pattern == nullptr) return true;
         return pattern->Step(s.pattern, ch) || !prune;
       };
+      // A `\u` high surrogate waits for its low half before it counts (the engine counts the
+      // characters it has decoded; a pair is one); alone it counts when the next one completes.
+      auto flush = [&] {
+        if (f.surrogate == 0) return true;
+        f.surrogate = 0;
+        return count_char(kOtherChar);
+      };
+      if (f.surrogate != 0 && f.phase == 0 && c == '"') f.surrogate = 0;
       switch (f.phase) {
         case 0:
           if (c == '"') {
@@ -648,6 +656,7 @@ CallGrammar::Result CallGrammar::Step(GrammarState& s, uint8_t c) const {
               if (!pn.open_object && (p.mask & pn.required) != pn.required) return Result::kReject;
             }
           }
+          if (!flush()) return Result::kReject;
           return count_char(c < 0x80 ? c : kOtherChar) ? Result::kAccept : Result::kReject;
         case 1: {
           if (c == 'u') {
@@ -659,17 +668,26 @@ CallGrammar::Result CallGrammar::Step(GrammarState& s, uint8_t c) const {
           const uint8_t decoded = SimpleEscape(c);
           if (!decoded) return Result::kReject;
           f.phase = 0;
+          if (!flush()) return Result::kReject;
           return count_char(decoded) ? Result::kAccept : Result::kReject;
         }
-        default:
+        default: {
           if (!IsHex(c)) return Result::kReject;
           f.hex = f.hex * 16 + HexValue(c);
-          if (++f.hex_digits == 4) {
-            f.phase = 0;
-            return count_char(f.hex < 0x80 ? f.hex : kOtherChar) ? Result::kAccept
-                                                                 : Result::kReject;
+          if (++f.hex_digits < 4) return Result::kAccept;
+          f.phase = 0;
+          if (IsHighSurrogate(f.hex)) {
+            if (!flush()) return Result::kReject;
+            f.surrogate = static_cast<uint16_t>(f.hex);
+            return Result::kAccept;
           }
-          return Result::kAccept;
+          if (IsLowSurrogate(f.hex) && f.surrogate != 0) {
+            f.surrogate = 0;  // the pair: one character
+            return count_char(kOtherChar) ? Result::kAccept : Result::kReject;
+          }
+          if (!flush()) return Result::kReject;
+          return count_char(f.hex < 0x80 ? f.hex : kOtherChar) ? Result::kAccept : Result::kReject;
+        }
       }
     }
     case FrameKind::kNumber: {

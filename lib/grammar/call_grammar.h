@@ -80,7 +80,7 @@ struct Frame {
   int32_t pending = -1;  // kObject: key just read; kCall: chosen tool
   uint32_t hex = 0;      // kKey: \u accumulator
   uint8_t hex_digits = 0;
-  uint16_t surrogate = 0;  // kKey, kLiteral: a `\u` high surrogate waiting for its low half
+  uint16_t surrogate = 0;  // kKey/kLiteral/kString: a `\u` high surrogate awaiting its low half
 };
 
 inline constexpr int kMaxDepth = 24;
