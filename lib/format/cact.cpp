@@ -104,7 +104,7 @@ std::vector<float> CactFile::floats(const TensorInfo& t) const {
   const uint64_t n = t.elements();
   std::vector<float> out(n);
   if (t.dtype == DType::kF16) {
-    for (uint64_t i = 0; i < n; ++i) out[i] = F16ToF32(LoadLE<uint16_t>(d.data() + 2 * i));
+    F16ToF32Span(d.data(), n, out.data());
   } else if (t.dtype == DType::kF32) {
     std::memcpy(out.data(), d.data(), n * 4);
   } else {

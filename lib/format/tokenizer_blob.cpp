@@ -5,7 +5,9 @@
 
 #include <cmath>
 #include <cstring>
-#include <unordered_map>
+#include <functional>
+#include <string_view>
+#include <vector>
 
 #include "base/error.h"
 #include "base/fp16.h"
@@ -71,8 +73,6 @@ TokenizerBlob ParseTokenizerBlob(std::span<const uint8_t> blob, const std::strin
   out.byte_fallback = h.byte_fallback != 0;
   out.pieces.resize(h.n_pieces);
 
-  std::unordered_map<std::string_view, uint32_t> seen;
-  seen.reserve(h.n_pieces);
   size_t pos = sizeof(h);
   for (uint32_t i = 0; i < h.n_pieces; ++i) {
     if (blob.size() - pos < kPieceRecordFixedBytes) {
@@ -112,12 +112,27 @@ TokenizerBlob ParseTokenizerBlob(std::span<const uint8_t> blob, const std::strin
       }
     }
   }
-  // Duplicate check after all strings are in place (views stay valid: `pieces` no longer grows).
-  for (uint32_t i = 0; i < h.n_pieces; ++i) {
-    auto [it, inserted] = seen.emplace(out.pieces[i].text, i);
-    if (!inserted) {
-      Fail<FormatError>("{}: tokenizer piece {}: text '{}' duplicates piece {}", label, i,
-                        out.pieces[i].text, it->second);
+  // Duplicate check after all strings are in place: an open-addressing table of piece indices
+  // (a power of two >= 2 n slots, linear probing; no allocation per piece, this runs on every
+  // load).
+  {
+    size_t slots = 16;
+    while (slots < 2 * size_t{h.n_pieces}) slots *= 2;
+    constexpr uint32_t kEmpty = UINT32_MAX;
+    std::vector<uint32_t> table(slots, kEmpty);
+    const std::hash<std::string_view> hash;
+    for (uint32_t i = 0; i < h.n_pieces; ++i) {
+      const std::string_view text = out.pieces[i].text;
+      for (size_t k = hash(text) & (slots - 1);; k = (k + 1) & (slots - 1)) {
+        if (table[k] == kEmpty) {
+          table[k] = i;
+          break;
+        }
+        if (out.pieces[table[k]].text == text) {
+          Fail<FormatError>("{}: tokenizer piece {}: text '{}' duplicates piece {}", label, i, text,
+                            table[k]);
+        }
+      }
     }
   }
   for (size_t k = pos; k < blob.size(); ++k) {

@@ -146,7 +146,7 @@ Tokenizer Tokenizer::FromBlob(std::span<const uint8_t> blob, const std::string& 
 }
 
 Tokenizer Tokenizer::FromCact(const format::CactFile& file) {
-  return FromBlob(file.tokenizer_blob(), file.path());
+  return Tokenizer(file.tokenizer(), file.path());  // parsed and validated on open
 }
 
 int32_t Tokenizer::PieceToId(std::string_view text) const {
