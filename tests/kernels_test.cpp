@@ -13,6 +13,7 @@
 #include "base/fp16.h"
 #include "kernels/cq_matmul.h"
 #include "kernels/dispatch.h"
+#include "kernels/fwht.h"
 #include "kernels/ops.h"
 #include "kernels/parallel.h"
 
@@ -159,6 +160,36 @@ TEST_CASE("CQ reference product equals dense Hadamard math", "[kernels]") {
           INFO("bits " << bits << " group " << group << " rows " << rows << " cols " << cols);
           CHECK(max_diff / max_ref <= kReferenceVsDenseRel);
         }
+}
+
+TEST_CASE("CqDecodeRow equals the decode by definition bit for bit", "[kernels]") {
+  // Definition (cq_matmul.h): per group levels[code] * norm, one code at a time, then the
+  // reference FWHT; the row cropped to cols.
+  std::mt19937 rng(5);
+  size_t rows_checked = 0;
+  for (uint32_t bits : {2u, 3u, 4u})
+    for (size_t group : {size_t{1}, size_t{8}, size_t{32}, size_t{128}})
+      for (size_t cols : {size_t{1}, size_t{7}, size_t{129}, size_t{300}}) {
+        if (group * bits % 8 != 0) continue;
+        const TestMatrix t = MakeMatrix(5, cols, group, bits, &rng);
+        const CqMatrix& m = t.m;
+        std::vector<float> got(m.cols), scratch(m.in_pad), want(m.in_pad);
+        for (size_t r = 0; r < m.rows; ++r) {
+          for (size_t g = 0; g < m.groups_per_row; ++g) {
+            const float norm = needle::F16ToF32(
+                needle::LoadLE<uint16_t>(m.norms + 2 * (r * m.groups_per_row + g)));
+            for (size_t i = g * m.group; i < (g + 1) * m.group; ++i)
+              want[i] =
+                  m.levels[needle::kernels::CqCodeAt(m.codes + r * m.row_bytes, i, bits)] * norm;
+            needle::kernels::FwhtReference(want.data() + g * m.group, m.group);
+          }
+          needle::kernels::CqDecodeRow(m, r, got.data(), scratch.data());
+          INFO("bits " << bits << " group " << group << " cols " << cols << " row " << r);
+          CHECK(std::memcmp(got.data(), want.data(), m.cols * sizeof(float)) == 0);
+          ++rows_checked;
+        }
+      }
+  CHECK(rows_checked > 100);
 }
 
 TEST_CASE("every compiled ISA matches the scalar CQ reference on awkward sizes", "[kernels]") {

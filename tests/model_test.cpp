@@ -8,6 +8,7 @@
 #include <cstring>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "base/error.h"
@@ -191,6 +192,33 @@ TEST_CASE("logits do not depend on the thread count", "[model][threads]") {
         REQUIRE(std::memcmp(step1.data(), step2.data(), step1.size() * sizeof(float)) == 0);
       }
     }
+}
+
+TEST_CASE("decoders of one model share its derived data, built once, also across threads",
+          "[model][threads]") {
+  const auto file = needle::format::CactFile::Open(ModelPath("small.cact"));
+  const Model model(file);
+  const auto ids = Tokens(40, model.geometry().vocab, 5);
+  DecoderConfig cfg;
+  cfg.path = NumericPath::kF32;
+  { Decoder f32(model, cfg); }
+  CHECK(model.derived().size() == 0);  // the f32 path derives nothing
+  // The official path's int8 φ rows: four decoders on four threads, one build.
+  cfg.path = NumericPath::kOfficial;
+  std::vector<std::vector<float>> logits(4);
+  std::vector<std::thread> threads;
+  for (auto& out : logits)
+    threads.emplace_back([&model, &cfg, &ids, &out] { out = AllLogits(model, cfg, ids); });
+  for (auto& t : threads) t.join();
+  CHECK(model.derived().size() == 1);
+  // Against a decoder of a second model of the same file (its own build).
+  const Model other(file);
+  const auto fresh = AllLogits(other, cfg, ids);
+  CHECK(other.derived().size() == 1);
+  for (const auto& l : logits) {
+    REQUIRE(l.size() == fresh.size());
+    CHECK(std::memcmp(l.data(), fresh.data(), l.size() * sizeof(float)) == 0);
+  }
 }
 
 TEST_CASE("batched prefill equals one token per step, also across ring wrap-around",

@@ -24,22 +24,34 @@ void CqTransformActivations(const float* x, size_t n, size_t cols, size_t ldx, s
 void CqDecodeRow(const CqMatrix& m, size_t r, float* out, float* scratch) {
   const uint8_t* codes = m.codes + r * m.row_bytes;
   const uint8_t* norms = m.norms + r * m.groups_per_row * 2;
+  const size_t levels = size_t{1} << m.code_bits;
   for (size_t g = 0; g < m.groups_per_row; ++g) {
+    // levels[code] * norm, the same product per weight, taken from the group's own table.
     const float norm = F16ToF32(LoadLE<uint16_t>(norms + 2 * g));
+    float scaled[16];
+    for (size_t k = 0; k < levels; ++k) scaled[k] = m.levels[k] * norm;
     float* w = scratch + g * m.group;
-    // 2- and 4-bit groups start on a byte (group >= 8): codes by shift and mask; 3-bit codes
-    // straddle bytes (CqCodeAt).
+    // 2- and 4-bit groups start on a byte (group >= 8): whole code bytes; 3-bit codes straddle
+    // bytes (CqCodeAt).
     if (m.code_bits == 2 && m.group % 4 == 0) {
       const uint8_t* c = codes + g * m.group / 4;
-      for (size_t i = 0; i < m.group; ++i)
-        w[i] = m.levels[(c[i >> 2] >> (2 * (i & 3))) & 3u] * norm;
+      for (size_t j = 0; j < m.group / 4; ++j) {
+        const uint32_t b = c[j];
+        w[4 * j] = scaled[b & 3u];
+        w[4 * j + 1] = scaled[(b >> 2) & 3u];
+        w[4 * j + 2] = scaled[(b >> 4) & 3u];
+        w[4 * j + 3] = scaled[b >> 6];
+      }
     } else if (m.code_bits == 4 && m.group % 2 == 0) {
       const uint8_t* c = codes + g * m.group / 2;
-      for (size_t i = 0; i < m.group; ++i)
-        w[i] = m.levels[(c[i >> 1] >> (4 * (i & 1))) & 15u] * norm;
+      for (size_t j = 0; j < m.group / 2; ++j) {
+        const uint32_t b = c[j];
+        w[2 * j] = scaled[b & 15u];
+        w[2 * j + 1] = scaled[b >> 4];
+      }
     } else {
       for (size_t i = 0; i < m.group; ++i)
-        w[i] = m.levels[CqCodeAt(codes, g * m.group + i, m.code_bits)] * norm;
+        w[i] = scaled[CqCodeAt(codes, g * m.group + i, m.code_bits)];
     }
     Fwht(w, m.group);
   }

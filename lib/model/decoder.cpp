@@ -61,6 +61,7 @@ Decoder::Decoder(const Model& model, const DecoderConfig& config)
   const size_t sites = g.engram_sites.size();
   NumericsContext nctx;
   nctx.weights = w_;
+  nctx.derived = &model.derived();
   nctx.geometry = &geometry_;
   nctx.kernels = kernels_;
   nctx.pool = pool_.get();

@@ -26,10 +26,13 @@ class Model {
   const format::CactFile& file() const { return *file_; }
   const format::Geometry& geometry() const { return file_->geometry(); }
   const Weights& weights() const { return weights_; }
+  // Built on first use by the decoders, then shared (thread-safe; the weights stay immutable).
+  DerivedData& derived() const { return *derived_; }
 
  private:
   const format::CactFile* file_;
   Weights weights_;
+  std::shared_ptr<DerivedData> derived_ = std::make_shared<DerivedData>();
 };
 
 struct DecoderConfig {

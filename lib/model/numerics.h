@@ -12,7 +12,9 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <mutex>
 #include <span>
 #include <string>
 #include <vector>
@@ -52,9 +54,37 @@ struct KvRing {
   }
 };
 
+// Data a numeric path derives from the weights alone (e.g. the official path's int8 φ rows),
+// built once per model by the first decoder that asks and shared by every later one, across
+// threads. Owned by the Model; entries live as long as it (or the decoders holding them).
+class DerivedData {
+ public:
+  // The entry under `key`, built by `build` (returning T) when absent. Concurrent first calls
+  // build once: the others wait for it.
+  template <class T>
+  std::shared_ptr<const T> Get(const std::string& key, const std::function<T()>& build) {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    for (const auto& [k, v] : entries_)
+      if (k == key) return std::static_pointer_cast<const T>(v);
+    auto made = std::make_shared<const T>(build());
+    entries_.emplace_back(key, made);
+    return made;
+  }
+
+  size_t size() {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    return entries_.size();
+  }
+
+ private:
+  std::mutex mutex_;
+  std::vector<std::pair<std::string, std::shared_ptr<const void>>> entries_;
+};
+
 // Everything a numeric path may use; owned by the decoder, stable for its lifetime.
 struct NumericsContext {
   const Weights* weights = nullptr;
+  DerivedData* derived = nullptr;  // the model's shared derived data (nullptr: build privately)
   const format::Geometry* geometry = nullptr;
   const kernels::KernelTable* kernels = nullptr;
   kernels::ChunkPool* pool = nullptr;

@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <memory>
 
 #include "base/error.h"
@@ -48,6 +49,11 @@ I8Rows QuantizeRows(const kernels::CqMatrix& m, kernels::QuantizeI8Fn quantize) 
   }
   return r;
 }
+
+// The three mHC φ matrices as int8 rows.
+struct PhiRows {
+  I8Rows pre, post, res;
+};
 
 // NUMERICS.md §3.1: the file codebook of the matrix's width as int8 (ternary: ±127, 0).
 kernels::I8Codebook CodebookOf(const kernels::CqMatrix& m) {
@@ -103,9 +109,13 @@ class OfficialNumerics final : public ForwardNumerics {
         check(*m, "a layer projection");
     for (const EngramWeights& e : w.engram)
       for (const auto* m : {&e.tables, &e.key_proj, &e.value_proj}) check(*m, "an engram tensor");
-    phi_pre_ = QuantizeRows(w.phi_pre, ctx.kernels->quantize_i8);
-    phi_post_ = QuantizeRows(w.phi_post, ctx.kernels->quantize_i8);
-    phi_res_ = QuantizeRows(w.phi_res, ctx.kernels->quantize_i8);
+    // The same bits from every ISA's quantize_i8 (tested), so one copy serves every decoder.
+    const std::function<PhiRows()> build = [&w, quantize = ctx.kernels->quantize_i8] {
+      return PhiRows{QuantizeRows(w.phi_pre, quantize), QuantizeRows(w.phi_post, quantize),
+                     QuantizeRows(w.phi_res, quantize)};
+    };
+    phi_ = ctx.derived ? ctx.derived->Get<PhiRows>("official.phi_i8", build)
+                       : std::make_shared<const PhiRows>(build());
 
     const size_t B = ctx.max_batch, L = g.num_layers, kvd = g.kv_dim();
     act_q_.resize(B * max_in_pad);
@@ -164,17 +174,17 @@ class OfficialNumerics final : public ForwardNumerics {
           out[j] = phi.scale[r] * (xs * static_cast<float>(I));
         }
       };
-      rows(phi_pre_, li * nl, nl, c);
-      rows(phi_post_, li * nl, nl, c + nl);
-      rows(phi_res_, li * nl * nl, nl * nl, c + 2 * nl);
+      rows(phi_->pre, li * nl, nl, c);
+      rows(phi_->post, li * nl, nl, c + nl);
+      rows(phi_->res, li * nl * nl, nl * nl, c + 2 * nl);
     }
     // The next layer's φ rows (n + n + n² rows of n·d bytes, 48 KiB at the official geometry)
     // are read right at its start with nothing to overlap the misses: ask for them now, so they
     // arrive in cache while this layer's attention and MLP run.
     if (li + 1 < ctx_.geometry->num_layers) {
-      Prefetch(&phi_pre_.q[(li + 1) * nl * nd], nl * nd);
-      Prefetch(&phi_post_.q[(li + 1) * nl * nd], nl * nd);
-      Prefetch(&phi_res_.q[(li + 1) * nl * nl * nd], nl * nl * nd);
+      Prefetch(&phi_->pre.q[(li + 1) * nl * nd], nl * nd);
+      Prefetch(&phi_->post.q[(li + 1) * nl * nd], nl * nd);
+      Prefetch(&phi_->res.q[(li + 1) * nl * nl * nd], nl * nl * nd);
     }
   }
 
@@ -323,7 +333,7 @@ class OfficialNumerics final : public ForwardNumerics {
 
  private:
   NumericsContext ctx_;
-  I8Rows phi_pre_, phi_post_, phi_res_;
+  std::shared_ptr<const PhiRows> phi_;  // shared by the model's decoders (DerivedData)
   // Scratch for max_batch tokens (B).
   std::vector<int8_t> act_q_;      // [B, max in_pad] quantized activations (kernel layout)
   std::vector<float> act_scale_;   // [B, max in_pad / 128]
