@@ -34,6 +34,23 @@ void FwhtLanes(float* x, size_t n, bool normalize) {
   using T = typename V::T;
   constexpr size_t L = V::kLanes;
   const T scale = V::Splat(FwhtScale(n));
+  if (n == kI8Group) {
+    // The CQ group size: the whole transform in registers, the same butterflies in the same
+    // pairs, then the scaling (the products the last stage would form).
+    constexpr size_t kVectors = kI8Group / L;
+    T v[kVectors];
+    for (size_t i = 0; i < kVectors; ++i) v[i] = V::InVectorStages(V::Load(x + L * i));
+    for (size_t h = 1; h < kVectors; h *= 2)
+      for (size_t b = 0; b < kVectors; b += 2 * h)
+        for (size_t j = b; j < b + h; ++j) {
+          const T lo = v[j], hi = v[j + h];
+          v[j] = V::Add(lo, hi);
+          v[j + h] = V::Sub(lo, hi);
+        }
+    for (size_t i = 0; i < kVectors; ++i)
+      V::Store(x + L * i, normalize ? V::Mul(v[i], scale) : v[i]);
+    return;
+  }
   for (size_t i = 0; i < n; i += L) {
     const T v = V::InVectorStages(V::Load(x + i));
     V::Store(x + i, normalize && n == L ? V::Mul(v, scale) : v);
