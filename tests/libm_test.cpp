@@ -125,6 +125,60 @@ TEST_CASE("powf equals the engine's musl powf bit for bit, RoPE grid included", 
   CHECK(bad == 0);
 }
 
+// The double exp and log (tests/data/libm/vectors-f64.bin, written by
+// scripts/official/make_libm_vectors_f64.py): per function, pairs of input and engine result bits.
+std::map<std::string, std::vector<uint64_t>> LoadVectorsF64() {
+  const std::vector<uint8_t> bytes =
+      needle::testing::ReadBytes(needle::testing::DataPath("libm/vectors-f64.bin"));
+  std::map<std::string, std::vector<uint64_t>> sets;
+  REQUIRE(bytes.size() > 8);
+  REQUIRE(std::memcmp(bytes.data(), "NLIBMD1\n", 8) == 0);
+  size_t pos = 8;
+  while (pos < bytes.size()) {
+    REQUIRE(pos + 16 <= bytes.size());
+    const std::string name(reinterpret_cast<const char*>(bytes.data() + pos),
+                           strnlen(reinterpret_cast<const char*>(bytes.data() + pos), 8));
+    uint32_t arity = 0, count = 0;
+    std::memcpy(&arity, bytes.data() + pos + 8, 4);
+    std::memcpy(&count, bytes.data() + pos + 12, 4);
+    pos += 16;
+    REQUIRE(arity == 1);
+    REQUIRE(pos + 16 * size_t{count} <= bytes.size());
+    std::vector<uint64_t>& words = sets[name];
+    words.resize(2 * size_t{count});
+    std::memcpy(words.data(), bytes.data() + pos, 16 * size_t{count});
+    pos += 16 * size_t{count};
+  }
+  return sets;
+}
+
+void CheckAllF64(const std::string& name, double (*f)(double)) {
+  static const auto sets = LoadVectorsF64();
+  const auto it = sets.find(name);
+  REQUIRE(it != sets.end());
+  const std::vector<uint64_t>& w = it->second;
+  size_t bad = 0;
+  for (size_t i = 0; i + 1 < w.size(); i += 2) {
+    const double x = std::bit_cast<double>(w[i]), want = std::bit_cast<double>(w[i + 1]);
+    const double got = f(x);
+    if (std::bit_cast<uint64_t>(got) != w[i + 1] && !(std::isnan(got) && std::isnan(want)) &&
+        bad++ < 5)
+      UNSCOPED_INFO(name << "(" << x << ") bits " << std::hex << w[i] << ": got "
+                         << std::bit_cast<uint64_t>(got) << " want " << w[i + 1] << std::dec);
+  }
+  INFO(name << ": " << w.size() / 2 << " vectors");
+  CHECK(w.size() / 2 > 20000);
+  CHECK(bad == 0);
+}
+
+TEST_CASE("exp (double) equals the engine's musl exp bit for bit", "[libm]") {
+  CheckAllF64("exp", libm::Exp);
+}
+
+TEST_CASE("log (double) equals the engine's musl log bit for bit", "[libm]") {
+  CheckAllF64("log", libm::Log);
+}
+
 TEST_CASE("libm ports give the exact values and special cases", "[libm]") {
   constexpr float kInf = std::numeric_limits<float>::infinity();
   const float nan = std::numeric_limits<float>::quiet_NaN();

@@ -17,5 +17,8 @@ float Logf(float x);
 float Sinf(float x);
 float Cosf(float x);
 float Powf(float x, float y);
+// musl's double exp and log, as the engine computes its protocol's probabilities (libm_double.cpp).
+double Exp(double x);
+double Log(double x);
 
 }  // namespace needle::kernels::libm

@@ -12,6 +12,7 @@
 
 #include "base/error.h"
 #include "format/sha256.h"
+#include "kernels/libm.h"
 #include "kernels/ops.h"
 #include "model/snapshot_io.h"
 #include "report/system.h"
@@ -24,12 +25,17 @@ namespace needle::session {
 
 namespace {
 
+// The engine computes the protocol's probabilities in double with musl's exp and log: the ports
+// give its bits on every platform (the platform's libm may differ in the last bit).
+using kernels::libm::Exp;
+using kernels::libm::Log;
+
 // Softmax statistics of the allowed tokens: max logit and sum of exp(logit - max).
 struct AllowedStats {
   float max = -INFINITY;
   double sum = 0;
-  double Prob(float logit) const { return std::exp(double(logit) - max) / sum; }
-  double LogProb(float logit) const { return double(logit) - max - std::log(sum); }
+  double Prob(float logit) const { return Exp(double(logit) - max) / sum; }
+  double LogProb(float logit) const { return double(logit) - max - Log(sum); }
 };
 
 AllowedStats StatsOf(std::span<const float> logits, const std::vector<uint8_t>& allowed) {
@@ -37,15 +43,15 @@ AllowedStats StatsOf(std::span<const float> logits, const std::vector<uint8_t>& 
   for (size_t i = 0; i < logits.size(); ++i)
     if (allowed[i]) s.max = std::max(s.max, logits[i]);
   for (size_t i = 0; i < logits.size(); ++i)
-    if (allowed[i]) s.sum += std::exp(double(logits[i]) - s.max);
+    if (allowed[i]) s.sum += Exp(double(logits[i]) - s.max);
   return s;
 }
 
 double LogSoftmaxAt(std::span<const float> logits, int32_t id) {
   const float m = *std::max_element(logits.begin(), logits.end());
   double sum = 0;
-  for (float l : logits) sum += std::exp(double(l) - m);
-  return double(logits[id]) - m - std::log(sum);
+  for (float l : logits) sum += Exp(double(l) - m);
+  return double(logits[id]) - m - Log(sum);
 }
 
 // Lower-case ASCII alphanumerics only (enum grounding compares these forms).
@@ -328,9 +334,9 @@ void Session::TraceStep(const char* what, const std::vector<uint8_t>& allowed, i
                     [&](int32_t a, int32_t b) { return logits_[a] > logits_[b]; });
   const float m = *std::max_element(logits_.begin(), logits_.end());
   double z = 0;
-  for (float l : logits_) z += std::exp(double(l) - m);
+  for (float l : logits_) z += Exp(double(l) - m);
   std::string line = fmt::format("{} #{} ({} valid, p_full(top) {:.4f}):", what, counted,
-                                 ids.size(), std::exp(double(logits_[ids[0]]) - m) / z);
+                                 ids.size(), Exp(double(logits_[ids[0]]) - m) / z);
   for (size_t i = 0; i < k; ++i)
     line += fmt::format(" {}:{:?}:{:.4f}", ids[i], tokenizer_.TokenBytes(ids[i]), logits_[ids[i]]);
   spdlog::trace("{}", line);
@@ -454,7 +460,7 @@ double Session::CallTokenConfidence(const std::vector<uint8_t>& allowed,
   double sum = 0;
   for (int32_t id = 0; id < static_cast<int32_t>(logits_.size()); ++id)
     if (in_sum(id)) {
-      sum += std::exp(double(logits_[id]) - m);  // in id order
+      sum += Exp(double(logits_[id]) - m);  // in id order
       if (whole_list_[id] && id != chat.im_end) order_.push_back(id);
     }
   // Descending logit, ties by id: a strict total order, so the tokens come out in exactly the
@@ -473,7 +479,7 @@ double Session::CallTokenConfidence(const std::vector<uint8_t>& allowed,
     const int32_t id = *heap_end;
     if (chosen >= 0 && (mass >= pc.confidence_mass || after >= pc.confidence_walk)) break;
     if (chosen >= 0) ++after;
-    const double p = std::exp(double(logits_[id]) - m) / sum;
+    const double p = Exp(double(logits_[id]) - m) / sum;
     mass += p;
     if (allowed[id]) {
       valid += p;
@@ -696,7 +702,7 @@ void Session::DecodeCall(TurnState& t, bool require_call) {
           // enters the call-token confidence: 1 with one value (measured on the engine: "from
           // kilograms" over "pounds", sums -0.4227 / -1.0784, gives its 0.6583).
           double z = 0;
-          for (double sc : scores) z += std::exp(sc - best_score);
+          for (double sc : scores) z += Exp(sc - best_score);
           t.dc = std::min(t.dc, 1.0 / z);
           continue;
         }
@@ -742,7 +748,7 @@ void Session::DecodeCall(TurnState& t, bool require_call) {
           std::vector<int32_t> ids{c};
           // First token: its probability over the candidate list (score and confidence).
           std::vector<double> probs{list_stats.Prob(logits_[c])};
-          double sum_lp = std::log(probs[0]);
+          double sum_lp = Log(probs[0]);
           bool closed = advance_closes(bs, c);
           while (!closed && static_cast<int>(ids.size()) < pc.branch_max_tokens) {
             Feed(ids.back());
@@ -752,7 +758,7 @@ void Session::DecodeCall(TurnState& t, bool require_call) {
             const int32_t b = BestAllowed(allowed_);
             const double lp = LogSoftmaxAt(logits_, b);
             sum_lp += lp;
-            probs.push_back(std::exp(lp));
+            probs.push_back(Exp(lp));
             ids.push_back(b);
             closed = advance_closes(bs, b);
           }
@@ -1030,7 +1036,7 @@ void Session::Finish(TurnState& t, Reply* reply) {
       c = std::min(reply->head_confidence, t.dc);
     } else if (t.text_logp_count > 0) {
       // Geometric mean of the think / free-text tokens' probabilities.
-      c = std::min(reply->head_confidence, std::exp(t.text_logp_sum / t.text_logp_count));
+      c = std::min(reply->head_confidence, Exp(t.text_logp_sum / t.text_logp_count));
     } else {
       c = 0;
     }

@@ -9,6 +9,10 @@ section (linear-memory addresses below, as NUMERICS.md section 9 lists them):
   8720  exp2f: shift, invln2_scaled, poly_scaled[3]  (used by expf)
   13000 logf table, 16 x {invc, logc}; 13256 ln2; 13264 poly[3]
   13288 powf log2 table, 16 x {invc, logc (log2)}; 13544 poly[5]
+  6272  exp (double): invln2N, shift, negln2hiN, negln2loN, poly[4]; 6384 table, 128 x {tail,
+        sbits} (2^(i/128) with the index bits pre-subtracted from the exponent)
+  8760  log (double): ln2hi, ln2lo, poly[5]; 8816 poly1[11]; 8904 table, 128 x {invc, logc};
+        10952 table2, 128 x {chi, clo}
 The sin/cos kernel coefficients are f64.const immediates in the code, not data; libm.cpp carries
 them as the verified numpy port (official-numerics/libm.py) has them, and the tests check the
 results against the engine. The bits of 2/pi (for libm.cpp's large-argument fallback, not from the
@@ -122,6 +126,26 @@ def main():
     print('};')
     print('constexpr double kPowLog2Poly[5] = {%s};  // 13544' %
           ', '.join(h(13544 + 8 * i) for i in range(5)))
+    print('// exp (double): constants (6272) and table {tail, sbits} (6384)')
+    print('constexpr double kExpdInvLn2N = %s, kExpdShift = %s;' % (h(6272), h(6280)))
+    print('constexpr double kExpdNegLn2HiN = %s, kExpdNegLn2LoN = %s;' % (h(6288), h(6296)))
+    print('constexpr double kExpdPoly[4] = {%s};' % ', '.join(h(6304 + 8 * i) for i in range(4)))
+    print('constexpr uint64_t kExpdTable[256] = {')
+    for r in range(0, 256, 3):
+        print('    ' + ' '.join('0x%016x,' % u64(6384 + 8 * i) for i in range(r, min(r + 3, 256))))
+    print('};')
+    print('// log (double): constants (8760), poly1 (8816), table {invc, logc} (8904), table2 '
+          '{chi, clo} (10952)')
+    print('constexpr double kLogdLn2Hi = %s, kLogdLn2Lo = %s;' % (h(8760), h(8768)))
+    print('constexpr double kLogdPoly[5] = {%s};' % ', '.join(h(8776 + 8 * i) for i in range(5)))
+    print('constexpr double kLogdPoly1[11] = {%s};' %
+          ', '.join(h(8816 + 8 * i) for i in range(11)))
+    print('constexpr double kLogdTable[128][2] = {')
+    print('\n'.join(table(8904, 128, 2)))
+    print('};')
+    print('constexpr double kLogdTable2[128][2] = {')
+    print('\n'.join(table(10952, 128, 2)))
+    print('};')
     print('constexpr uint32_t kTwoOverPiBits[8] = {%s};' %
           ', '.join('0x%08x' % w for w in two_over_pi_words()))
 
