@@ -280,14 +280,33 @@ def train(args):
     return losses
 
 
-def export(run_dir, needle, output, force=False):
-    """Writes the checkpoint's weights as a dequant folder (RUN/export/) and requantizes it to
-    `output` with the widths training used. Returns requant's --json record."""
+def average_states(paths):
+    """The element-wise mean of the model weights saved in several checkpoints (same run)."""
+    total, first = None, None
+    for path in paths:
+        model = torch.load(path)["model"]
+        if total is None:
+            first = model
+            total = {k: v.double().clone() for k, v in model.items() if v.is_floating_point()}
+        elif model.keys() != first.keys():
+            raise SystemExit(f"{path}: its weights differ in names from {paths[0]}")
+        else:
+            for k in total:
+                total[k] += model[k].double()
+    return {k: (total[k] / len(paths)).to(v.dtype) if k in total else v for k, v in first.items()}
+
+
+def export(run_dir, needle, output, force=False, average=None):
+    """Writes the checkpoint's weights (or the mean of the `average` checkpoint files) as a
+    dequant folder (RUN/export/) and requantizes it to `output` with the widths training used.
+    Returns requant's --json record."""
     with open(os.path.join(run_dir, "run.json"), encoding="utf-8") as handle:
         args = json.load(handle)
     net = needle_model.load_dequant(args["init"])
-    state = torch.load(os.path.join(run_dir, "checkpoint.pt"))
-    net.load_state_dict(state["model"])
+    if average:
+        net.load_state_dict(average_states(average))
+    else:
+        net.load_state_dict(torch.load(os.path.join(run_dir, "checkpoint.pt"))["model"])
     folder = os.path.join(run_dir, "export")
     if os.path.exists(folder):
         shutil.rmtree(folder)
@@ -340,11 +359,14 @@ def main(argv=None):
     parser.add_argument("--export", metavar="RUN_DIR", help="export RUN_DIR's checkpoint")
     parser.add_argument("--needle", help="needle binary (for --export)")
     parser.add_argument("--output", help="the .cact --export writes")
+    parser.add_argument("--average", nargs="+", metavar="CHECKPOINT",
+                        help="with --export: export the mean of these checkpoint files' weights "
+                             "(copies of RUN_DIR/checkpoint.pt saved along the run)")
     args = parser.parse_args(argv)
     if args.export:
         if not args.needle or not args.output:
             parser.error("--export needs --needle and --output")
-        record = export(args.export, args.needle, args.output, args.force)
+        record = export(args.export, args.needle, args.output, args.force, args.average)
         print(json.dumps(record))
         return 0
     if not (args.init and args.data and args.out):

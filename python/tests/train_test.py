@@ -19,6 +19,7 @@ Exit 0 pass, 1 fail.
 """
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -120,12 +121,25 @@ def main(argv):
             fail(f"packed run: loss {before:.4f} -> {packed_after:.4f}: not below 70%")
 
         run_train(init, data, os.path.join(tmp, "resumed"), stop_at=6)
+        at6 = os.path.join(tmp, "at6.pt")
+        shutil.copyfile(os.path.join(tmp, "resumed", "checkpoint.pt"), at6)
         run_train(init, data, os.path.join(tmp, "resumed"), resume=True)
         resumed = torch.load(os.path.join(tmp, "resumed", "checkpoint.pt"))["model"]
         worst = max(float((resumed[k] - state["model"][k]).abs().max()) for k in resumed)
         print(f"resume: max |weight diff| vs the straight run {worst:.3g}")
         if worst > 1e-6:
             fail("resumed run differs from the straight run")
+
+        # export --average: the mean of the step-6 and step-12 weights
+        w6 = torch.load(at6)["model"]
+        mean = train.average_states([at6, os.path.join(tmp, "resumed", "checkpoint.pt")])
+        floats = [k for k in mean if mean[k].is_floating_point()]
+        worst = max(float((mean[k] - (w6[k] + resumed[k]) / 2).abs().max()) for k in floats)
+        moved = sum(not torch.equal(mean[k], resumed[k]) for k in floats)
+        print(f"average of 2 checkpoints: max |diff| vs (w6 + w12) / 2 {worst:.3g}, "
+              f"{moved} of {len(floats)} tensors differ from w12")
+        if worst > 1e-6 or moved == 0 or mean.keys() != resumed.keys():
+            fail("checkpoint averaging is not the mean of the weights")
 
         cact = os.path.join(tmp, "trained.cact")
         record = train.export(os.path.join(tmp, "run"), needle, cact)
