@@ -211,9 +211,11 @@ TEST_CASE("decoders of one model share its derived data, built once, also across
     threads.emplace_back([&model, &cfg, &ids, &out] { out = AllLogits(model, cfg, ids); });
   for (auto& t : threads) t.join();
   CHECK(model.derived().size() == 1);
-  // Against a decoder of a second model of the same file (its own build).
+  // Against a decoder of a second model of the same file (its own build, on two threads).
   const Model other(file);
-  const auto fresh = AllLogits(other, cfg, ids);
+  DecoderConfig two = cfg;
+  two.threads = 2;
+  const auto fresh = AllLogits(other, two, ids);
   CHECK(other.derived().size() == 1);
   for (const auto& l : logits) {
     REQUIRE(l.size() == fresh.size());

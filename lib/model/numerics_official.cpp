@@ -36,17 +36,26 @@ struct I8Rows {
   std::vector<float> scale;
 };
 
-I8Rows QuantizeRows(const kernels::CqMatrix& m, kernels::QuantizeI8Fn quantize) {
+// Rows are independent: with a pool, chunks of rows run on its threads (the same bits).
+I8Rows QuantizeRows(const kernels::CqMatrix& m, kernels::QuantizeI8Fn quantize,
+                    kernels::ChunkPool* pool) {
   I8Rows r;
   r.rows = m.rows;
   r.cols = m.cols;
   r.q.resize(m.rows * m.cols);
   r.scale.resize(m.rows);
-  std::vector<float> row(m.cols), scratch(m.in_pad);
-  for (size_t i = 0; i < m.rows; ++i) {
-    kernels::CqDecodeRow(m, i, row.data(), scratch.data());
-    r.scale[i] = quantize(row.data(), m.cols, &r.q[i * m.cols]);
-  }
+  const size_t chunks = pool && pool->threads() > 1 ? 4 * static_cast<size_t>(pool->threads()) : 1;
+  auto run = [&](size_t c) {
+    std::vector<float> row(m.cols), scratch(m.in_pad);
+    for (size_t i = c * m.rows / chunks; i < (c + 1) * m.rows / chunks; ++i) {
+      kernels::CqDecodeRow(m, i, row.data(), scratch.data());
+      r.scale[i] = quantize(row.data(), m.cols, &r.q[i * m.cols]);
+    }
+  };
+  if (chunks > 1)
+    pool->Run(chunks, run);
+  else
+    run(0);
   return r;
 }
 
@@ -110,9 +119,11 @@ class OfficialNumerics final : public ForwardNumerics {
     for (const EngramWeights& e : w.engram)
       for (const auto* m : {&e.tables, &e.key_proj, &e.value_proj}) check(*m, "an engram tensor");
     // The same bits from every ISA's quantize_i8 (tested), so one copy serves every decoder.
-    const std::function<PhiRows()> build = [&w, quantize = ctx.kernels->quantize_i8] {
-      return PhiRows{QuantizeRows(w.phi_pre, quantize), QuantizeRows(w.phi_post, quantize),
-                     QuantizeRows(w.phi_res, quantize)};
+    const std::function<PhiRows()> build = [&w, quantize = ctx.kernels->quantize_i8,
+                                            pool = ctx.pool] {
+      return PhiRows{QuantizeRows(w.phi_pre, quantize, pool),
+                     QuantizeRows(w.phi_post, quantize, pool),
+                     QuantizeRows(w.phi_res, quantize, pool)};
     };
     phi_ = ctx.derived ? ctx.derived->Get<PhiRows>("official.phi_i8", build)
                        : std::make_shared<const PhiRows>(build());
