@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "test_util.h"
+#include "libm_vectors.h"
 
 namespace {
 
@@ -26,28 +26,12 @@ struct VectorSet {
 };
 
 std::map<std::string, VectorSet> LoadVectors() {
-  const std::vector<uint8_t> bytes =
-      needle::testing::ReadBytes(needle::testing::DataPath("libm/vectors.bin"));
   std::map<std::string, VectorSet> sets;
-  REQUIRE(bytes.size() > 8);
-  REQUIRE(std::memcmp(bytes.data(), "NLIBMV1\n", 8) == 0);
-  size_t pos = 8;
-  while (pos < bytes.size()) {
-    REQUIRE(pos + 16 <= bytes.size());
-    const std::string name(reinterpret_cast<const char*>(bytes.data() + pos),
-                           strnlen(reinterpret_cast<const char*>(bytes.data() + pos), 8));
-    uint32_t arity = 0, count = 0;
-    std::memcpy(&arity, bytes.data() + pos + 8, 4);
-    std::memcpy(&count, bytes.data() + pos + 12, 4);
-    pos += 16;
-    REQUIRE((arity == 1 || arity == 2));
-    const size_t n = static_cast<size_t>(count) * (arity + 1);
-    REQUIRE(pos + 4 * n <= bytes.size());
-    VectorSet& set = sets[name];
-    set.arity = arity;
-    set.words.resize(n);
-    std::memcpy(set.words.data(), bytes.data() + pos, 4 * n);  // little-endian file and host
-    pos += 4 * n;
+  for (const auto& set : needle::testing::ReadLibmVectors("libm/vectors.bin", "NLIBMV1\n", 4)) {
+    VectorSet& v = sets[set.name];
+    v.arity = set.arity;
+    v.words.resize(set.records.size() / 4);
+    std::memcpy(v.words.data(), set.records.data(), set.records.size());  // little-endian
   }
   return sets;
 }
@@ -128,26 +112,12 @@ TEST_CASE("powf equals the engine's musl powf bit for bit, RoPE grid included", 
 // The double exp and log (tests/data/libm/vectors-f64.bin, written by
 // scripts/official/make_libm_vectors_f64.py): per function, pairs of input and engine result bits.
 std::map<std::string, std::vector<uint64_t>> LoadVectorsF64() {
-  const std::vector<uint8_t> bytes =
-      needle::testing::ReadBytes(needle::testing::DataPath("libm/vectors-f64.bin"));
   std::map<std::string, std::vector<uint64_t>> sets;
-  REQUIRE(bytes.size() > 8);
-  REQUIRE(std::memcmp(bytes.data(), "NLIBMD1\n", 8) == 0);
-  size_t pos = 8;
-  while (pos < bytes.size()) {
-    REQUIRE(pos + 16 <= bytes.size());
-    const std::string name(reinterpret_cast<const char*>(bytes.data() + pos),
-                           strnlen(reinterpret_cast<const char*>(bytes.data() + pos), 8));
-    uint32_t arity = 0, count = 0;
-    std::memcpy(&arity, bytes.data() + pos + 8, 4);
-    std::memcpy(&count, bytes.data() + pos + 12, 4);
-    pos += 16;
-    REQUIRE(arity == 1);
-    REQUIRE(pos + 16 * size_t{count} <= bytes.size());
-    std::vector<uint64_t>& words = sets[name];
-    words.resize(2 * size_t{count});
-    std::memcpy(words.data(), bytes.data() + pos, 16 * size_t{count});
-    pos += 16 * size_t{count};
+  for (const auto& set : needle::testing::ReadLibmVectors("libm/vectors-f64.bin", "NLIBMD1\n", 8)) {
+    REQUIRE(set.arity == 1);
+    std::vector<uint64_t>& words = sets[set.name];
+    words.resize(set.records.size() / 8);
+    std::memcpy(words.data(), set.records.data(), set.records.size());
   }
   return sets;
 }

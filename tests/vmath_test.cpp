@@ -20,6 +20,7 @@
 #include "kernels/cq_int8.h"
 #include "kernels/dispatch.h"
 #include "kernels/libm.h"
+#include "libm_vectors.h"
 #include "test_util.h"
 
 namespace {
@@ -49,30 +50,15 @@ std::vector<const k::KernelTable*> Tables() {
 // The inputs (first float of every record) of one function in tests/data/libm/vectors.bin (format:
 // "NLIBMV1\n", then per function: name[8], arity u32, count u32, count * (arity + 1) f32 bits).
 std::vector<float> EngineInputs(const std::string& function) {
-  const std::vector<uint8_t> bytes =
-      needle::testing::ReadBytes(needle::testing::DataPath("libm/vectors.bin"));
-  REQUIRE(bytes.size() > 8);
-  REQUIRE(std::memcmp(bytes.data(), "NLIBMV1\n", 8) == 0);
   std::vector<float> inputs;
-  size_t pos = 8;
-  while (pos < bytes.size()) {
-    REQUIRE(pos + 16 <= bytes.size());
-    const std::string name(reinterpret_cast<const char*>(bytes.data() + pos),
-                           strnlen(reinterpret_cast<const char*>(bytes.data() + pos), 8));
-    uint32_t arity = 0, count = 0;
-    std::memcpy(&arity, bytes.data() + pos + 8, 4);
-    std::memcpy(&count, bytes.data() + pos + 12, 4);
-    pos += 16;
-    const size_t stride = 4 * static_cast<size_t>(arity + 1);
-    REQUIRE(pos + stride * count <= bytes.size());
-    if (name == function) {
-      for (size_t i = 0; i < count; ++i) {
-        float x = 0;
-        std::memcpy(&x, bytes.data() + pos + i * stride, 4);
-        inputs.push_back(x);
-      }
+  for (const auto& set : needle::testing::ReadLibmVectors("libm/vectors.bin", "NLIBMV1\n", 4)) {
+    if (set.name != function) continue;
+    const size_t stride = 4 * (size_t{set.arity} + 1);
+    for (size_t i = 0; i < set.count; ++i) {
+      float x = 0;
+      std::memcpy(&x, set.records.data() + i * stride, 4);
+      inputs.push_back(x);
     }
-    pos += stride * count;
   }
   REQUIRE(inputs.size() > 10000);
   return inputs;

@@ -66,42 +66,51 @@ def with_exports(wasm, funcs):
     return bytes(out)
 
 
-RUNNER = r"""
+def runner_source(array):
+    """A node script: runs export argv[3] of wasm argv[2] on the `array`s (Float32Array or
+    Float64Array) in the files argv[5] (and argv[6] for two arguments); writes the results to
+    argv[4]. The module's imports are stubs that throw: the libm functions call none."""
+    return r"""
 import fs from 'fs';
 const m = new WebAssembly.Module(fs.readFileSync(process.argv[2]));
 const imports = { a: {} };
 for (const im of WebAssembly.Module.imports(m))
   imports.a[im.name] = () => { throw new Error('unexpected import call ' + im.name); };
 const inst = new WebAssembly.Instance(m, imports);
-const f32 = (p) => { const d = fs.readFileSync(p);
-  return new Float32Array(d.buffer.slice(d.byteOffset, d.byteOffset + d.length)); };
+const load = (p) => { const d = fs.readFileSync(p);
+  return new ARRAY(d.buffer.slice(d.byteOffset, d.byteOffset + d.length)); };
 const f = inst.exports[process.argv[3]];
-const x = f32(process.argv[5]);
-const y = process.argv[6] ? f32(process.argv[6]) : null;
-const o = new Float32Array(x.length);
+const x = load(process.argv[5]);
+const y = process.argv[6] ? load(process.argv[6]) : null;
+const o = new ARRAY(x.length);
 for (let i = 0; i < x.length; i++) o[i] = y ? f(x[i], y[i]) : f(x[i]);
 fs.writeFileSync(process.argv[4], Buffer.from(o.buffer));
-"""
+""".replace('ARRAY', array)
 
 
 class Engine:
-    def __init__(self, pkg, tmp):
+    """The engine's libm functions `funcs` ({name: wasm function index}) on arrays of `dtype`
+    (float32 or float64), through node."""
+
+    def __init__(self, pkg, tmp, funcs=None, dtype=F32):
         wasm = open(os.path.join(pkg, 'vendor', 'wasm', 'needle.wasm'), 'rb').read()
         self.tmp = tmp
+        self.dtype = np.dtype(dtype)
         self.wasm = os.path.join(tmp, 'needle_libm.wasm')
-        open(self.wasm, 'wb').write(with_exports(wasm, FUNCS))
+        open(self.wasm, 'wb').write(with_exports(wasm, FUNCS if funcs is None else funcs))
         self.runner = os.path.join(tmp, 'run.mjs')
-        open(self.runner, 'w').write(RUNNER)
+        array = 'Float64Array' if self.dtype == np.float64 else 'Float32Array'
+        open(self.runner, 'w').write(runner_source(array))
 
     def __call__(self, name, *args):
         paths = []
         for k, a in enumerate(args):
-            p = os.path.join(self.tmp, 'in%d.f32' % k)
-            np.asarray(a, F32).tofile(p)
+            p = os.path.join(self.tmp, 'in%d.bin' % k)
+            np.asarray(a, self.dtype).tofile(p)
             paths.append(p)
-        out = os.path.join(self.tmp, 'out.f32')
+        out = os.path.join(self.tmp, 'out.bin')
         subprocess.run(['node', self.runner, self.wasm, name, out] + paths, check=True)
-        return np.fromfile(out, F32)
+        return np.fromfile(out, self.dtype)
 
 
 def from_bits(u):

@@ -14,32 +14,15 @@ Usage: make_libm_vectors_f64.py [--out tests/data/libm/vectors-f64.bin] [--seed 
 import argparse
 import os
 import struct
-import subprocess
 import sys
 import tempfile
 
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from make_libm_vectors import with_exports  # noqa: E402
+from make_libm_vectors import Engine  # noqa: E402
 
 FUNCS = {'exp': 57, 'log': 98}
-
-RUNNER = r"""
-import fs from 'fs';
-const m = new WebAssembly.Module(fs.readFileSync(process.argv[2]));
-const imports = { a: {} };
-for (const im of WebAssembly.Module.imports(m))
-  imports.a[im.name] = () => { throw new Error('unexpected import call ' + im.name); };
-const inst = new WebAssembly.Instance(m, imports);
-const d = fs.readFileSync(process.argv[5]);
-const x = new Float64Array(d.buffer.slice(d.byteOffset, d.byteOffset + d.length));
-const f = inst.exports[process.argv[3]];
-const o = new Float64Array(x.length);
-for (let i = 0; i < x.length; i++) o[i] = f(x[i]);
-fs.writeFileSync(process.argv[4], Buffer.from(o.buffer));
-"""
-
 
 def bits(u):
     return np.asarray(u, np.uint64).view(np.float64)
@@ -84,17 +67,10 @@ def main():
     rng = np.random.default_rng(a.seed)
     out = bytearray(b'NLIBMD1\n')
     with tempfile.TemporaryDirectory() as tmp:
-        wasm = open(os.path.join(pkg, 'vendor', 'wasm', 'needle.wasm'), 'rb').read()
-        path = os.path.join(tmp, 'needle_libm.wasm')
-        open(path, 'wb').write(with_exports(wasm, FUNCS))
-        runner = os.path.join(tmp, 'run.mjs')
-        open(runner, 'w').write(RUNNER)
+        engine = Engine(pkg, tmp, FUNCS, np.float64)
         for name, x in (('exp', exp_inputs(rng)), ('log', log_inputs(rng))):
             x = np.asarray(x, np.float64)
-            src, dst = os.path.join(tmp, 'in.f64'), os.path.join(tmp, 'out.f64')
-            x.tofile(src)
-            subprocess.run(['node', runner, path, name, dst, src], check=True)
-            y = np.fromfile(dst, np.float64)
+            y = engine(name, x)
             out += name.encode().ljust(8, b'\0') + struct.pack('<II', 1, len(x))
             rec = np.empty((len(x), 2), np.uint64)
             rec[:, 0] = x.view(np.uint64)
