@@ -369,10 +369,12 @@ TEST_CASE("probe heads: streamed pooling equals softmax pooling over all cells",
     }
     std::vector<double> expect(h.out_dim);
     double norm = 0;
+    std::vector<float> proj(h.proj.size);
+    h.proj.Read(0, proj.size(), proj.data());
     for (size_t o = 0; o < h.out_dim; ++o) {
       double v = h.bias[o];
       for (size_t j = 0; j < pooled.size(); ++j)
-        v += double{h.proj[o * pooled.size() + j]} * pooled[j];
+        v += double{proj[o * pooled.size() + j]} * pooled[j];
       expect[o] = v;
       norm += v * v;
     }

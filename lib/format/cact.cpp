@@ -100,18 +100,29 @@ CqView CactFile::cq(const TensorInfo& t) const {
 }
 
 std::vector<float> CactFile::floats(const TensorInfo& t) const {
-  const auto d = data(t);
-  const uint64_t n = t.elements();
-  std::vector<float> out(n);
-  if (t.dtype == DType::kF16) {
-    F16ToF32Span(d.data(), n, out.data());
-  } else if (t.dtype == DType::kF32) {
-    std::memcpy(out.data(), d.data(), n * 4);
-  } else {
+  const FloatView v = float_view(t);
+  std::vector<float> out(v.size);
+  v.Read(0, v.size, out.data());
+  return out;
+}
+
+FloatView CactFile::float_view(const TensorInfo& t) const {
+  if (t.dtype != DType::kF16 && t.dtype != DType::kF32)
     Fail<FormatError>("{}: tensor '{}' is {}, expected FP16 or FP32", path(), t.name,
                       DTypeName(t.dtype));
-  }
-  return out;
+  return FloatView{data(t).data(), t.dtype, t.elements()};
+}
+
+void FloatView::Read(uint64_t first, uint64_t count, float* out) const {
+  if (dtype == DType::kF16)
+    F16ToF32Span(data + 2 * first, count, out);
+  else
+    std::memcpy(out, data + 4 * first, 4 * count);  // little-endian file and host
+}
+
+void CactFile::Evict(const TensorInfo& t) const {
+  const auto d = data(t);
+  file_->Evict(static_cast<size_t>(d.data() - bytes().data()), d.size());
 }
 
 namespace {
@@ -431,6 +442,7 @@ void CactFile::Parse() {
   }
 
   tokenizer_ = ParseTokenizerBlob(tokenizer_blob(), label);
+  Evict(tokenizer_tensor());  // parsed: the raw bytes are not read again
   if (tokenizer_.pieces.size() != h.vocab)
     Fail<FormatError>("{}: tokenizer has {} pieces but header field vocab = {}", label,
                       tokenizer_.pieces.size(), h.vocab);

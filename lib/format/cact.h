@@ -116,6 +116,17 @@ struct CqView {
   float norm(uint64_t r, uint64_t g) const;
 };
 
+// An FP16 or FP32 tensor left in the file and widened when read: for a large table read rarely
+// (a probe head's projection), so that it costs no heap. Points into the file's bytes.
+struct FloatView {
+  const uint8_t* data = nullptr;
+  DType dtype = DType::kF32;
+  uint64_t size = 0;  // elements
+
+  // Values [first, first + count) as f32 (the same values CactFile::floats gives).
+  void Read(uint64_t first, uint64_t count, float* out) const;
+};
+
 // Probe head present in the file (MODEL.md "Probe heads").
 struct HeadInfo {
   HeadKind kind;
@@ -153,6 +164,11 @@ class CactFile {
   CqView cq(const TensorInfo& t) const;  // throws if t is not CQ
   // FP16/FP32 tensor widened to f32 (allocates: for vectors and small tables).
   std::vector<float> floats(const TensorInfo& t) const;
+  FloatView float_view(const TensorInfo& t) const;  // throws if t is not FP16 / FP32
+  // Drops the whole pages inside the tensor's bytes from this process's resident set, for data
+  // read once at load (widened vectors, the tokenizer blob, derived rows): a mapped file reads
+  // them again from the page cache if they are touched later. No effect on a heap copy.
+  void Evict(const TensorInfo& t) const;
 
   const std::vector<HeadInfo>& heads() const { return heads_; }
   const TensorInfo& tokenizer_tensor() const { return tensors_.back(); }

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 
 #include "base/error.h"
@@ -95,6 +96,21 @@ MappedFile::MappedFile(std::vector<uint8_t> bytes, std::string label)
     : label_(std::move(label)), owned_(std::move(bytes)) {
   data_ = owned_.data();
   size_ = owned_.size();
+}
+
+void MappedFile::Evict(size_t offset, size_t length) const {
+#if defined(__EMSCRIPTEN__)
+  (void)offset, (void)length;  // its "mapping" is a heap copy
+#else
+  if (!mapped_ || offset >= size_) return;
+  length = std::min(length, size_ - offset);
+  const auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const auto begin = reinterpret_cast<uintptr_t>(data_) + offset;
+  const uintptr_t first = (begin + page - 1) / page * page;  // whole pages only: a neighbour's
+  const uintptr_t last = (begin + length) / page * page;     // bytes on a shared page stay
+  if (last > first)
+    (void)::madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);  // best effort
+#endif
 }
 
 MappedFile::~MappedFile() {

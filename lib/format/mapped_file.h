@@ -27,6 +27,10 @@ class MappedFile {
   std::span<const uint8_t> bytes() const { return {data_, size_}; }
   const std::string& label() const { return label_; }
   bool is_mapped() const { return mapped_; }
+  // Mapped: drops the whole pages inside [offset, offset + length) from the resident set
+  // (madvise MADV_DONTNEED on a read-only private mapping: a later touch reads the file again).
+  // A heap copy: nothing.
+  void Evict(size_t offset, size_t length) const;
 
  private:
   std::string label_;

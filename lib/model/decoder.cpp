@@ -61,6 +61,7 @@ Decoder::Decoder(const Model& model, const DecoderConfig& config)
   const size_t sites = g.engram_sites.size();
   NumericsContext nctx;
   nctx.weights = w_;
+  nctx.file = &model.file();
   nctx.derived = &model.derived();
   nctx.geometry = &geometry_;
   nctx.kernels = kernels_;
@@ -177,9 +178,10 @@ void Decoder::HeadOutput(size_t head, std::span<float> out) const {
   // The engine's order (fn 184 + fn 253): pooled[k] = (sum > 0 ? 1 / sum : 0) * acc[k];
   // out = bias, then out = proj[o][j] * pooled[j] + out over the flattened P*d values.
   const size_t pd = size_t{h.num_probes} * d;
+  std::vector<float> row(pd);  // one row of proj at a time, widened from the file
   for (size_t o = 0; o < h.out_dim; ++o) {
     float v = h.bias.empty() ? 0.f : h.bias[o];
-    const float* row = &h.proj[o * pd];
+    h.proj.Read(o * pd, pd, row.data());
     for (size_t k = 0; k < h.num_probes; ++k) {
       const float s = pool_stats_[2 * (first + k) + 1];
       const float inv = s > 0.f ? 1.f / s : 0.f;

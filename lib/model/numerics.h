@@ -84,6 +84,7 @@ class DerivedData {
 // Everything a numeric path may use; owned by the decoder, stable for its lifetime.
 struct NumericsContext {
   const Weights* weights = nullptr;
+  const format::CactFile* file = nullptr;  // the weights' file (evicts pages read only once)
   DerivedData* derived = nullptr;  // the model's shared derived data (nullptr: build privately)
   const format::Geometry* geometry = nullptr;
   const kernels::KernelTable* kernels = nullptr;

@@ -119,11 +119,16 @@ class OfficialNumerics final : public ForwardNumerics {
     for (const EngramWeights& e : w.engram)
       for (const auto* m : {&e.tables, &e.key_proj, &e.value_proj}) check(*m, "an engram tensor");
     // The same bits from every ISA's quantize_i8 (tested), so one copy serves every decoder.
+    // The CQ φ tensors are not read again by this path: their pages leave the resident set.
     const std::function<PhiRows()> build = [&w, quantize = ctx.kernels->quantize_i8,
-                                            pool = ctx.pool] {
-      return PhiRows{QuantizeRows(w.phi_pre, quantize, pool),
-                     QuantizeRows(w.phi_post, quantize, pool),
-                     QuantizeRows(w.phi_res, quantize, pool)};
+                                            pool = ctx.pool, file = ctx.file] {
+      PhiRows rows{QuantizeRows(w.phi_pre, quantize, pool),
+                   QuantizeRows(w.phi_post, quantize, pool),
+                   QuantizeRows(w.phi_res, quantize, pool)};
+      if (file)
+        for (const char* name : {"mhc_phi_pre", "mhc_phi_post", "mhc_phi_res"})
+          file->Evict(file->tensor(name));
+      return rows;
     };
     phi_ = ctx.derived ? ctx.derived->Get<PhiRows>("official.phi_i8", build)
                        : std::make_shared<const PhiRows>(build());

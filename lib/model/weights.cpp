@@ -113,10 +113,11 @@ Weights LoadWeights(const format::CactFile& f) {
     hw.num_probes = h.num_probes;
     hw.out_dim = h.out_dim;
     hw.probes = f.floats(f.tensors()[h.probes]);
-    hw.proj = f.floats(f.tensors()[h.proj]);
+    hw.proj = f.float_view(f.tensors()[h.proj]);
+    f.Evict(f.tensors()[h.proj]);  // not read until the head is asked
     hw.bias = f.floats(f.tensors()[h.bias]);
     if (hw.probes.size() != uint64_t{h.num_probes} * d ||
-        hw.proj.size() != uint64_t{h.out_dim} * h.num_probes * d || hw.bias.size() != h.out_dim)
+        hw.proj.size != uint64_t{h.out_dim} * h.num_probes * d || hw.bias.size() != h.out_dim)
       Fail<FormatError>("{}: probe head {} has inconsistent shapes", f.path(),
                         format::HeadName(h.kind));
     w.heads.push_back(std::move(hw));

@@ -37,7 +37,8 @@ struct HeadWeights {
   format::HeadKind kind = format::HeadKind::kContrastive;
   uint32_t num_probes = 0, out_dim = 0;
   std::vector<float> probes;  // [P, d]
-  std::vector<float> proj;    // [out, P*d]
+  format::FloatView proj;     // [out, P*d], left in the file (1 MB as f32 at the official
+                              // geometry, read only when the head is asked)
   std::vector<float> bias;    // [out]
 };
 
