@@ -120,7 +120,7 @@ long ResidentKbOfMapping(const void* p) {
 
 }  // namespace
 
-TEST_CASE("float views widen like floats(); Evict keeps the bytes and drops resident pages",
+TEST_CASE("float views widen like floats(), and Evict keeps the bytes and drops resident pages",
           "[format]") {
   const std::string path = ModelPath("official-geometry.cact");
   const CactFile mapped = CactFile::Open(path, format::LoadMode::kMmapPrefault);

@@ -181,5 +181,13 @@ TEST_CASE("prefix cache: a second session restores the prefix and answers identi
   session::Session damaged(file, cfg, "", c["tools_text"].get<std::string>());
   CHECK_FALSE(damaged.prefix_from_cache());
   CHECK(damaged.Respond(query, 96).calls_text == expect);
+  // No kept snapshot: Reset() reads the prefix from the cache's file again.
+  cfg.keep_prefix_state = false;
+  session::Session once(file, cfg, "", c["tools_text"].get<std::string>());
+  CHECK(once.prefix_from_cache());
+  CHECK(once.Respond(query, 96).calls_text == expect);
+  once.Reset();
+  CHECK(once.prefix_from_cache());
+  CHECK(once.Respond(query, 96).calls_text == expect);
   std::filesystem::remove_all(dir);
 }

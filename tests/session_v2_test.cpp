@@ -48,7 +48,8 @@ const std::map<std::string, Steps>& Open() {
 Steps OpenConfidence(const std::string& model) { return Open().at(model); }
 
 // `path`: the model file (default: the fixture tests/data/models/<model>.cact).
-void CheckModel(const std::string& model, const std::string& path = "") {
+void CheckModel(const std::string& model, const std::string& path = "",
+                const session::SessionConfig& config = {}) {
   const json golden =
       json::parse(std::ifstream(DataPath("golden/session-v2/" + model + ".session.json")));
   const format::CactFile file =
@@ -59,7 +60,7 @@ void CheckModel(const std::string& model, const std::string& path = "") {
   std::string mismatched;
   for (size_t ci = 0; ci < golden["cases"].size(); ++ci) {
     const json& c = golden["cases"][ci];
-    session::Session s(file, {}, c["system"].get<std::string>(),
+    session::Session s(file, config, c["system"].get<std::string>(),
                        c["tools_text"].get<std::string>());
     bool history_same = true;
     for (size_t si = 0; si < c["steps"].size(); ++si) {
@@ -130,6 +131,16 @@ TEST_CASE("session-v2 goldens: small-crafted-0.8", "[session][golden]") {
 // The trained demo model (examples/demo.cact), the only model here that emits real calls.
 TEST_CASE("session-v2 goldens: demo", "[session][golden]") {
   CheckModel("demo", std::string(NEEDLE_EXAMPLES_DIR) + "/demo.cact");
+}
+
+// Without a kept prefix snapshot every Reset() computes the tools prefix again: the same replies
+// (the cases that are not conversations reset before each step; retrieval cases included).
+TEST_CASE("session-v2 goldens without a kept prefix state: small-crafted-0.5, demo",
+          "[session][golden]") {
+  session::SessionConfig config;
+  config.keep_prefix_state = false;
+  CheckModel("small-crafted-0.5", "", config);
+  CheckModel("demo", std::string(NEEDLE_EXAMPLES_DIR) + "/demo.cact", config);
 }
 
 // Every line of the demo model's held-out set as a fresh turn (the eval's budget), against the

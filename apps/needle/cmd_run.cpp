@@ -410,6 +410,7 @@ void Run(RunArgs& a) {
     return report.Write();
   }
   if (a.interactive) return RunInteractive(a, file, tools_json, cfg, load);
+  cfg.keep_prefix_state = false;  // one conversation: never reset (-1.5 MB at the official size)
   session::Session s(file, cfg, a.system, tools_json);
   const double load_seconds = load.Seconds() - s.prefix_seconds();
   TurnReport report(a, file, cfg, load_seconds);

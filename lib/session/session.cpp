@@ -200,34 +200,9 @@ Session::Session(const format::CactFile& file, std::shared_ptr<const model::Mode
                      chat.tool_call_end, chat.tool_result, chat.tool_result_end})
     text_allowed_[id] = 0;
   report::Stopwatch sw;
-  const std::string cache_key = PrefixCacheKey(file, dc, system);
-  const std::string cache_path =
-      cache_key.empty()
-          ? std::string()
-          : (std::filesystem::path(config_.prefix_cache_dir) /
-             (format::Sha256Hex(
-                  std::span(reinterpret_cast<const uint8_t*>(cache_key.data()), cache_key.size())) +
-              ".prefix"))
-                .string();
-  if (!retrieval_ && !cache_path.empty() &&
-      model::ReadSnapshotFile(cache_path, cache_key, &prefix_snapshot_, &logits_) &&
-      logits_.size() == g.vocab) {
-    try {
-      decoder_->Restore(prefix_snapshot_);
-      prefix_from_cache_ = true;
-    } catch (const InvalidInput&) {
-      decoder_->Reset();  // a stale file of another configuration: prefill as usual
-    }
-  }
-  if (!prefix_from_cache_) {
-    logits_.assign(g.vocab, 0.f);
-    if (!prefix_ids_.empty()) decoder_->Prefill(prefix_ids_, logits_);
-    decoder_->Save(&prefix_snapshot_);
-    if (!retrieval_ && !cache_path.empty()) {
-      std::filesystem::create_directories(config_.prefix_cache_dir);
-      model::WriteSnapshotFile(cache_path, cache_key, prefix_snapshot_, logits_);
-    }
-  }
+  prefix_cache_key_ = PrefixCacheKey(file, dc, system);
+  prefix_sink_len_ = dc.sink_len;
+  LoadPrefix();
   prefix_seconds_ = sw.Seconds();
 }
 
@@ -246,8 +221,50 @@ std::string Session::PrefixCacheKey(const format::CactFile& file, const model::D
       tools_text_);
 }
 
+void Session::LoadPrefix() {
+  const auto& g = file_.geometry();
+  const std::string cache_path =
+      prefix_cache_key_.empty() ? std::string()
+                                : (std::filesystem::path(config_.prefix_cache_dir) /
+                                   (format::Sha256Hex(std::span(
+                                        reinterpret_cast<const uint8_t*>(prefix_cache_key_.data()),
+                                        prefix_cache_key_.size())) +
+                                    ".prefix"))
+                                      .string();
+  prefix_from_cache_ = false;
+  if (!retrieval_ && !cache_path.empty() &&
+      model::ReadSnapshotFile(cache_path, prefix_cache_key_, &prefix_snapshot_, &logits_) &&
+      logits_.size() == g.vocab) {
+    try {
+      decoder_->Restore(prefix_snapshot_);
+      prefix_from_cache_ = true;
+    } catch (const InvalidInput&) {
+      decoder_->Reset();  // a stale file of another configuration: prefill as usual
+    }
+  }
+  if (!prefix_from_cache_) {
+    decoder_->Reset();
+    if (decoder_->config().kv_window) decoder_->SetSinkLen(prefix_sink_len_);
+    logits_.assign(g.vocab, 0.f);
+    if (!prefix_ids_.empty()) decoder_->Prefill(prefix_ids_, logits_);
+    if (config_.keep_prefix_state || (!retrieval_ && !cache_path.empty()))
+      decoder_->Save(&prefix_snapshot_);
+    if (!retrieval_ && !cache_path.empty()) {
+      std::filesystem::create_directories(config_.prefix_cache_dir);
+      model::WriteSnapshotFile(cache_path, prefix_cache_key_, prefix_snapshot_, logits_);
+    }
+  }
+  if (!config_.keep_prefix_state) prefix_snapshot_ = model::Snapshot{};  // Reset loads it again
+}
+
 void Session::Reset() {
-  decoder_->Restore(prefix_snapshot_);
+  // Nothing fed since the prefix (a first turn): the decoder is at the prefix state already.
+  if (!fresh_) {
+    if (config_.keep_prefix_state)
+      decoder_->Restore(prefix_snapshot_);
+    else
+      LoadPrefix();
+  }
   fresh_ = true;
   last_turn_had_calls_ = false;
   history_.clear();

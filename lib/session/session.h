@@ -64,6 +64,11 @@ struct SessionConfig {
   std::string prefix_cache_dir;
   uint32_t kv_window = 0;  // 0 = the header's kv_window
   const kernels::KernelTable* kernels = nullptr;
+  // Reset() after a turn restores the tools prefix from a snapshot kept in memory (its KV: 1.5 MB
+  // for a 94-token prefix at the official geometry). false: no snapshot is kept and Reset()
+  // computes the prefix again (or reads the prefix cache): for one conversation per session
+  // (needle run QUERY [NEXT...]), where it is never needed. Replies are the same either way.
+  bool keep_prefix_state = true;
   ProtocolConfig protocol;
 };
 
@@ -183,6 +188,11 @@ class Session {
   std::vector<int32_t> prefix_ids_;
   std::unique_ptr<model::Decoder> decoder_;
   bool prefix_from_cache_ = false;
+  std::string prefix_cache_key_;  // empty: no prefix cache
+  uint32_t prefix_sink_len_ = 0;
+  // Puts the decoder at the tools-prefix state: the prefix cache's file or a prefill (which
+  // writes the file); keeps prefix_snapshot_ when config_.keep_prefix_state.
+  void LoadPrefix();
   std::string PrefixCacheKey(const format::CactFile& file, const model::DecoderConfig& dc,
                              std::string_view system) const;
   model::Snapshot prefix_snapshot_, branch_snapshot_, rescore_snapshot_;
