@@ -195,6 +195,17 @@ TEST_CASE("tokenizer blob: invalid fields are named in the error", "[text][blob]
 // ---------------------------------------------------------------------------------------------
 // Tokenizer
 
+TEST_CASE("tokenizer: FromCact shares the model file's parsed pieces (no copy)", "[text]") {
+  const Tokenizer& tok = FixtureTokenizer();
+  const auto& pieces = TinyModel().tokenizer().pieces;
+  REQUIRE(tok.vocab_size() == static_cast<int32_t>(pieces.size()));
+  for (const int32_t id : {0, 5, tok.vocab_size() - 1}) CHECK(&tok.piece(id) == &pieces[id].text);
+  // A tokenizer from a blob owns its pieces: same text, another copy.
+  const Tokenizer own = Tokenizer::FromBlob(TinyBlob(), "tiny");
+  CHECK(own.piece(5) == tok.piece(5));
+  CHECK(&own.piece(5) != &tok.piece(5));
+}
+
 TEST_CASE("tokenizer: every encode.jsonl row (ids, ids_no_dummy_prefix, decoded)", "[text]") {
   const Tokenizer& tok = FixtureTokenizer();
   std::istringstream rows(ReadText(kData + "/tokenizer/encode.jsonl"));

@@ -441,11 +441,11 @@ void CactFile::Parse() {
     }
   }
 
-  tokenizer_ = ParseTokenizerBlob(tokenizer_blob(), label);
+  tokenizer_ = std::make_shared<const TokenizerBlob>(ParseTokenizerBlob(tokenizer_blob(), label));
   Evict(tokenizer_tensor());  // parsed: the raw bytes are not read again
-  if (tokenizer_.pieces.size() != h.vocab)
+  if (tokenizer_->pieces.size() != h.vocab)
     Fail<FormatError>("{}: tokenizer has {} pieces but header field vocab = {}", label,
-                      tokenizer_.pieces.size(), h.vocab);
+                      tokenizer_->pieces.size(), h.vocab);
 }
 
 }  // namespace needle::format

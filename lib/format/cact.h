@@ -174,7 +174,8 @@ class CactFile {
   const TensorInfo& tokenizer_tensor() const { return tensors_.back(); }
   std::span<const uint8_t> tokenizer_blob() const { return data(tokenizer_tensor()); }
   // The tokenizer blob, parsed and validated on open (pieces == vocab).
-  const TokenizerBlob& tokenizer() const { return tokenizer_; }
+  const TokenizerBlob& tokenizer() const { return *tokenizer_; }
+  std::shared_ptr<const TokenizerBlob> shared_tokenizer() const { return tokenizer_; }
 
  private:
   explicit CactFile(std::shared_ptr<MappedFile> file);
@@ -186,7 +187,7 @@ class CactFile {
   std::vector<float> codebooks_;
   std::vector<TensorInfo> tensors_;
   std::vector<HeadInfo> heads_;
-  TokenizerBlob tokenizer_;
+  std::shared_ptr<const TokenizerBlob> tokenizer_;
 };
 
 }  // namespace needle::format

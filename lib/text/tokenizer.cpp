@@ -62,7 +62,9 @@ struct Tokenizer::Symbol {
 
 void Tokenizer::PieceTable::Build(const std::vector<format::TokenizerPiece>& pieces,
                                   bool reserved) {
-  const size_t capacity = std::bit_ceil(std::max<size_t>(16, pieces.size() * 4));
+  size_t count = 0;
+  for (const auto& p : pieces) count += IsReservedType(p.type) == reserved;
+  const size_t capacity = std::bit_ceil(std::max<size_t>(16, count * 4));
   slots_.assign(capacity, Slot{0, -1});
   mask_ = capacity - 1;
   for (size_t id = 0; id < pieces.size(); ++id) {
@@ -86,8 +88,11 @@ int32_t Tokenizer::PieceTable::Find(const std::vector<format::TokenizerPiece>& p
 }
 
 Tokenizer::Tokenizer(format::TokenizerBlob blob, const std::string& label)
+    : Tokenizer(std::make_shared<const format::TokenizerBlob>(std::move(blob)), label) {}
+
+Tokenizer::Tokenizer(std::shared_ptr<const format::TokenizerBlob> blob, const std::string& label)
     : blob_(std::move(blob)) {
-  const auto& pieces = blob_.pieces;
+  const auto& pieces = blob_->pieces;
   if (pieces.empty()) Fail<FormatError>("{}: tokenizer has no pieces", label);
   mergeable_.Build(pieces, false);
   reserved_.Build(pieces, true);
@@ -146,17 +151,17 @@ Tokenizer Tokenizer::FromBlob(std::span<const uint8_t> blob, const std::string& 
 }
 
 Tokenizer Tokenizer::FromCact(const format::CactFile& file) {
-  return Tokenizer(file.tokenizer(), file.path());  // parsed and validated on open
+  return Tokenizer(file.shared_tokenizer(), file.path());  // parsed and validated on open
 }
 
 int32_t Tokenizer::PieceToId(std::string_view text) const {
-  const int32_t id = reserved_.Find(blob_.pieces, text);
-  return id >= 0 ? id : mergeable_.Find(blob_.pieces, text);
+  const int32_t id = reserved_.Find(blob_->pieces, text);
+  return id >= 0 ? id : mergeable_.Find(blob_->pieces, text);
 }
 
 size_t Tokenizer::MatchUserDefined(std::string_view text) const {
   for (int32_t id : user_by_first_byte_[static_cast<uint8_t>(text[0])]) {
-    const std::string& p = blob_.pieces[id].text;
+    const std::string& p = blob_->pieces[id].text;
     if (text.size() >= p.size() && std::memcmp(text.data(), p.data(), p.size()) == 0) {
       return p.size();
     }
@@ -192,14 +197,14 @@ void Tokenizer::Normalize(std::string_view text, bool dummy_prefix, std::string*
 
 void Tokenizer::EmitSymbol(std::string_view symbol, std::vector<int32_t>* out,
                            bool* prev_unk) const {
-  int32_t id = reserved_.Find(blob_.pieces, symbol);
-  if (id < 0) id = mergeable_.Find(blob_.pieces, symbol);
+  int32_t id = reserved_.Find(blob_->pieces, symbol);
+  if (id < 0) id = mergeable_.Find(blob_->pieces, symbol);
   if (id >= 0) {
     out->push_back(id);
     *prev_unk = false;
     return;
   }
-  if (blob_.byte_fallback) {
+  if (blob_->byte_fallback) {
     for (unsigned char b : symbol) out->push_back(byte_ids_[b] >= 0 ? byte_ids_[b] : unk_id());
     *prev_unk = true;  // no merging of unknown runs with byte fallback: bytes were emitted
     return;
@@ -217,7 +222,7 @@ struct Tokenizer::Scratch {
 int32_t Tokenizer::PairPiece(std::string_view word, const Symbol& left, const Symbol& right) const {
   const uint32_t bytes = left.bytes + right.bytes;
   if (bytes > max_piece_bytes_) return -1;
-  return mergeable_.Find(blob_.pieces, word.substr(left.begin, bytes));
+  return mergeable_.Find(blob_->pieces, word.substr(left.begin, bytes));
 }
 
 void Tokenizer::EncodeWord(std::string_view word, Scratch& scratch, std::vector<int32_t>* out,
@@ -244,9 +249,9 @@ void Tokenizer::EncodeWord(std::string_view word, Scratch& scratch, std::vector<
       float best_score = 0;
       for (int32_t i = 0; i >= 0; i = symbols[i].next) {
         const int32_t id = pair_id[i];
-        if (id >= 0 && (best < 0 || blob_.pieces[id].score > best_score)) {
+        if (id >= 0 && (best < 0 || blob_->pieces[id].score > best_score)) {
           best = i;
-          best_score = blob_.pieces[id].score;
+          best_score = blob_->pieces[id].score;
         }
       }
       if (best < 0) break;
@@ -267,7 +272,7 @@ void Tokenizer::EncodeWord(std::string_view word, Scratch& scratch, std::vector<
       const int32_t id = PairPiece(word, symbols[left], symbols[right]);
       if (id < 0) return;
       heap.push_back(
-          {blob_.pieces[id].score, left, right, symbols[left].bytes + symbols[right].bytes});
+          {blob_->pieces[id].score, left, right, symbols[left].bytes + symbols[right].bytes});
       std::push_heap(heap.begin(), heap.end(), MergeOrder{});
     };
     for (int32_t i = 1; i < n; ++i) maybe_add(i - 1, i);
@@ -363,7 +368,7 @@ std::string Tokenizer::Decode(std::span<const int32_t> ids) const {
     flush_bytes();
     if (t == format::PieceType::kControl || t == format::PieceType::kUnknown) continue;
     std::string_view s = surfaces_[id];
-    if (at_start && blob_.add_dummy_prefix && piece(id).starts_with(kSpaceSymbol))
+    if (at_start && blob_->add_dummy_prefix && piece(id).starts_with(kSpaceSymbol))
       s.remove_prefix(1);
     out.append(s);
     at_start = false;

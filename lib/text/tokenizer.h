@@ -15,6 +15,7 @@
 
 #include <array>
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
 #include <string_view>
@@ -32,6 +33,9 @@ class Tokenizer {
  public:
   // Validates semantic facts the blob parser cannot (e.g. BYTE pieces map to distinct bytes).
   explicit Tokenizer(format::TokenizerBlob blob, const std::string& label = "<tokenizer>");
+  // Shares a parsed blob (a model file's: its pieces are not copied).
+  explicit Tokenizer(std::shared_ptr<const format::TokenizerBlob> blob,
+                     const std::string& label = "<tokenizer>");
   // Parses the RAW blob (throws FormatError naming `label`).
   static Tokenizer FromBlob(std::span<const uint8_t> blob, const std::string& label);
   // The tokenizer stored as the last tensor of a model file.
@@ -56,20 +60,20 @@ class Tokenizer {
   // nothing for CONTROL/UNKNOWN, else the piece text with "▁" as space. Id must be in range.
   std::string_view TokenBytes(int32_t id) const { return surfaces_[id]; }
 
-  int32_t vocab_size() const { return static_cast<int32_t>(blob_.pieces.size()); }
+  int32_t vocab_size() const { return static_cast<int32_t>(blob_->pieces.size()); }
   bool valid_id(int64_t id) const { return id >= 0 && id < vocab_size(); }
-  const std::string& piece(int32_t id) const { return blob_.pieces[id].text; }
-  format::PieceType type(int32_t id) const { return blob_.pieces[id].type; }
-  float score(int32_t id) const { return blob_.pieces[id].score; }
+  const std::string& piece(int32_t id) const { return blob_->pieces[id].text; }
+  format::PieceType type(int32_t id) const { return blob_->pieces[id].type; }
+  float score(int32_t id) const { return blob_->pieces[id].score; }
   // Id of the piece spelled exactly `text` (any type), or -1.
   int32_t PieceToId(std::string_view text) const;
 
-  int32_t pad_id() const { return static_cast<int32_t>(blob_.pad_id); }
-  int32_t eos_id() const { return static_cast<int32_t>(blob_.eos_id); }
-  int32_t bos_id() const { return static_cast<int32_t>(blob_.bos_id); }
-  int32_t unk_id() const { return static_cast<int32_t>(blob_.unk_id); }
-  bool add_dummy_prefix() const { return blob_.add_dummy_prefix; }
-  bool byte_fallback() const { return blob_.byte_fallback; }
+  int32_t pad_id() const { return static_cast<int32_t>(blob_->pad_id); }
+  int32_t eos_id() const { return static_cast<int32_t>(blob_->eos_id); }
+  int32_t bos_id() const { return static_cast<int32_t>(blob_->bos_id); }
+  int32_t unk_id() const { return static_cast<int32_t>(blob_->unk_id); }
+  bool add_dummy_prefix() const { return blob_->add_dummy_prefix; }
+  bool byte_fallback() const { return blob_->byte_fallback; }
   // Id of the <0xNN> piece for byte b, or -1 when the vocabulary has none.
   int32_t byte_id(uint8_t b) const { return byte_ids_[b]; }
   // Longest piece in bytes (merges producing longer strings are never looked up).
@@ -108,7 +112,7 @@ class Tokenizer {
     uint64_t mask_ = 0;
   };
 
-  format::TokenizerBlob blob_;
+  std::shared_ptr<const format::TokenizerBlob> blob_;  // never null
   // SentencePiece keeps two maps: mergeable pieces (NORMAL, USER_DEFINED) and reserved ones
   // (CONTROL, UNKNOWN, BYTE); final symbols are looked up in the reserved map first.
   PieceTable mergeable_;
