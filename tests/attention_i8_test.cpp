@@ -14,6 +14,7 @@
 #include <numeric>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kernels/arm/kernels_arm.h"
@@ -159,6 +160,41 @@ TEST_CASE("attend_i8: every ISA gives the reference's bits", "[kernels][attentio
           ++cases;
         }
   CHECK(cases == 4 * 2 * 13 * 2);
+}
+
+TEST_CASE("attend_i8: views of some kv heads (the ring's row) give the full call's bits",
+          "[kernels][attention]") {
+  // How the decoder splits one token's heads among threads: kv heads [g0, g0 + n) and their
+  // query heads, k / v / scales offset to head g0, row = the ring's kv_dim.
+  const std::vector<Variant> variants = Variants();
+  std::mt19937 rng(99);
+  for (const size_t count : {size_t{1}, size_t{17}, size_t{300}}) {
+    const Case c = MakeCase(8, 4, 64, count, false, &rng);
+    const size_t kvd = c.kv_heads * c.head_dim, nb = c.head_dim / k::kAttendBlock;
+    const size_t group = c.heads / c.kv_heads;
+    for (const Variant& var : variants) {
+      const Result full = Run(var, c);
+      for (const auto& [g0, n] : {std::pair<size_t, size_t>{0, 2}, {2, 2}, {1, 3}, {3, 1}}) {
+        INFO(var.name << " count " << count << " kv heads " << g0 << ".." << g0 + n);
+        const size_t h0 = g0 * group, hn = n * group;
+        const k::I8Queries q{c.q.data() + h0 * c.head_dim, c.qse.data() + h0, hn};
+        k::I8KvView kv{c.k.data() + g0 * c.head_dim,
+                       c.v.data() + g0 * c.head_dim,
+                       c.k_scale.data() + g0 * nb,
+                       c.v_scale.data() + g0 * nb,
+                       n,
+                       c.head_dim};
+        kv.row = kvd;
+        std::vector<float> o(hn * c.head_dim, -7.f), scores(count * hn, -7.f);
+        var.attend(q, kv, c.order.data(), count, var.expf_array, scores.data(), o.data());
+        CHECK(std::memcmp(o.data(), full.o.data() + h0 * c.head_dim, o.size() * sizeof(float)) ==
+              0);
+        for (size_t i = 0; i < count; ++i)
+          CHECK(std::memcmp(&scores[i * hn], &full.scores[i * c.heads + h0], hn * sizeof(float)) ==
+                0);
+      }
+    }
+  }
 }
 
 TEST_CASE("attend_i8: a one-key softmax returns the dequantized value", "[kernels][attention]") {

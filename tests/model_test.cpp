@@ -194,6 +194,34 @@ TEST_CASE("logits do not depend on the thread count", "[model][threads]") {
     }
 }
 
+// Decode steps over a long context: past ~128 visible keys one token's attention is split by kv
+// head among the threads (numerics_official.cpp); the bits must not change.
+TEST_CASE("official decode steps over a long context do not depend on the thread count",
+          "[model][threads]") {
+  const auto file = needle::format::CactFile::Open(ModelPath("small.cact"));
+  const Model model(file);
+  const auto ids = Tokens(300, model.geometry().vocab, 5);
+  for (const char* isa : {"scalar", "best"}) {
+    DecoderConfig cfg;
+    cfg.path = NumericPath::kOfficial;
+    cfg.max_positions = 320;
+    if (std::string(isa) == "scalar") cfg.kernels = &needle::kernels::ReferenceKernels();
+    cfg.threads = 1;
+    Decoder d1(model, cfg);
+    cfg.threads = 2;
+    Decoder d2(model, cfg);
+    std::vector<float> step1(model.geometry().vocab), step2(model.geometry().vocab);
+    size_t same = 0;
+    for (int32_t id : ids) {
+      d1.Step(id, step1);
+      d2.Step(id, step2);
+      same += std::memcmp(step1.data(), step2.data(), step1.size() * sizeof(float)) == 0;
+    }
+    INFO("kernels " << isa);
+    CHECK(same == ids.size());
+  }
+}
+
 TEST_CASE("decoders of one model share its derived data, built once, also across threads",
           "[model][threads]") {
   const auto file = needle::format::CactFile::Open(ModelPath("small.cact"));

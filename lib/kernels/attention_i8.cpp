@@ -12,7 +12,7 @@ void AttendExpfScalar(const float* x, float* y, size_t n) {
 
 void AttendI8Reference(const I8Queries& q, const I8KvView& kv, const uint32_t* slots, size_t count,
                        AttendExpfFn expf_array, float* scores, float* o) {
-  const size_t H = q.heads, hd = kv.head_dim, kvd = kv.kv_heads * hd;
+  const size_t H = q.heads, hd = kv.head_dim, kvd = kv.Row();  // slot stride
   const size_t group = H / kv.kv_heads, nb = hd / kAttendBlock, kvb = kvd / kAttendBlock;
   // Scores, key-major [count, H].
   for (size_t i = 0; i < count; ++i) {

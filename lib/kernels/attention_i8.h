@@ -27,7 +27,8 @@ inline constexpr size_t kAttendMaxRow = 512;
 // The softmax's running-max start (the engine's).
 inline constexpr float kAttendNegInit = -1e30f;
 
-// An int8 K/V ring: kv_dim = kv_heads * head_dim codes per slot, head_dim a multiple of 64.
+// An int8 K/V ring: kv_dim = kv_heads * head_dim codes per slot (or `row`), head_dim a multiple
+// of 64.
 // Codes lie in [-127, 127] (the engine's quantizer never yields -128; the SIMD dots rely on it).
 struct I8KvView {
   const int8_t* k = nullptr;       // [slots, kv_dim] keys
@@ -35,6 +36,11 @@ struct I8KvView {
   const float* k_scale = nullptr;  // [slots, kv_dim / 64]
   const float* v_scale = nullptr;  // [slots, kv_dim / 64]
   size_t kv_heads = 0, head_dim = 0;
+  // Codes per slot in k / v (0 = kv_heads * head_dim; scales per slot: row / 64). A view of some
+  // of a ring's kv heads (k, v and the scales pointing at its first head) keeps the ring's row:
+  // the heads are independent, so splitting them among threads gives the same bits.
+  size_t row = 0;
+  size_t Row() const { return row ? row : kv_heads * head_dim; }
 };
 
 // One token's query heads: q [heads, head_dim] int8 codes in [-127, 127], qse [heads] (the query

@@ -96,9 +96,10 @@ void VTile(const float* pw, size_t heads, size_t h0, const uint32_t* slots, size
 template <class Isa>
 void AttendX86(const I8Queries& q, const I8KvView& kv, const uint32_t* slots, size_t count,
                AttendExpfFn expf_array, float* scores, float* o) {
-  const size_t H = q.heads, hd = kv.head_dim, kvd = kv.kv_heads * hd;
+  const size_t H = q.heads, hd = kv.head_dim, kvd = kv.Row();  // slot stride
   const size_t group = H / kv.kv_heads, nb = hd / kAttendBlock, kvb = kvd / kAttendBlock;
-  const size_t E = H * nb;  // block dots per key
+  const size_t scales = kv.kv_heads * nb;  // a slot's scales in the view (kvb: the stride)
+  const size_t E = H * nb;                 // block dots per key
   if (E > kAttendMaxRow) {
     AttendI8Reference(q, kv, slots, count, expf_array, scores, o);
     return;
@@ -115,7 +116,7 @@ void AttendX86(const I8Queries& q, const I8KvView& kv, const uint32_t* slots, si
     bias[e] = Isa::Bias(q.q + q_off[e]);
   }
   for (size_t e = E; e % 8 != 0; ++e) bias[e] = 0;  // the last reduction's unused lanes
-  const typename Isa::ScaleMask scale_mask = Isa::MakeScaleMask(kvb);
+  const typename Isa::ScaleMask scale_mask = Isa::MakeScaleMask(scales);
 
   // 1. Scores, key-major [count, H].
   alignas(32) int32_t row[kAttendMaxRow];
@@ -123,9 +124,9 @@ void AttendX86(const I8Queries& q, const I8KvView& kv, const uint32_t* slots, si
   for (size_t i = 0; i < count; ++i) {
     const size_t slot = slots[i];
     const int8_t* krow = kv.k + slot * kvd;
-    if (i + kPrefetchKeys < count) {  // the key row (kvd bytes) a few keys ahead
+    if (i + kPrefetchKeys < count) {  // the key row (the view's codes) a few keys ahead
       const char* next = reinterpret_cast<const char*>(kv.k + slots[i + kPrefetchKeys] * kvd);
-      for (size_t off = 0; off < kvd; off += 64) _mm_prefetch(next + off, _MM_HINT_T0);
+      for (size_t off = 0; off < kv.kv_heads * hd; off += 64) _mm_prefetch(next + off, _MM_HINT_T0);
     }
     const float* ks = kv.k_scale + slot * kvb;
     for (size_t e0 = 0; e0 < E; e0 += 8) {
@@ -144,7 +145,7 @@ void AttendX86(const I8Queries& q, const I8KvView& kv, const uint32_t* slots, si
       _mm256_store_si256(reinterpret_cast<__m256i*>(row + e0), r);
     }
     float* srow = scores + i * H;
-    const typename Isa::ScaleTable table = Isa::LoadScales(ks, kvb, scale_mask);
+    const typename Isa::ScaleTable table = Isa::LoadScales(ks, scales, scale_mask);
     for (size_t h = 0; h < H8; h += kHeadLanes) {
       __m256 acc = _mm256_setzero_ps();
       for (size_t b = 0; b < nb; ++b) {
@@ -152,7 +153,7 @@ void AttendX86(const I8Queries& q, const I8KvView& kv, const uint32_t* slots, si
         const __m256i idx = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(scale_idx + e));
         const __m256 dot =
             _mm256_cvtepi32_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + e)));
-        acc = _mm256_add_ps(_mm256_mul_ps(dot, Isa::PickScales(table, ks, kvb, idx)), acc);
+        acc = _mm256_add_ps(_mm256_mul_ps(dot, Isa::PickScales(table, ks, scales, idx)), acc);
       }
       _mm256_storeu_ps(srow + h, _mm256_mul_ps(acc, _mm256_loadu_ps(q.qse + h)));
     }

@@ -273,6 +273,22 @@ class OfficialNumerics final : public ForwardNumerics {
       ctx_.pool->Run(tasks, [&](size_t task) {
         for (size_t t = task; t < n; t += tasks) token(t, &scores_[task * H * cap]);
       });
+    } else if (ctx_.threads > 1 && KV > 1 && work >= (size_t{1} << 16)) {
+      // Fewer tokens than threads (a decode step): the kv heads (with their query heads) are
+      // split among the threads instead; each head's chains are unchanged, so are the bits.
+      const size_t parts = std::min<size_t>(static_cast<size_t>(ctx_.threads), KV);
+      const size_t group = H / KV, nb = hd / kKvBlock;
+      ctx_.pool->Run(parts, [&](size_t part) {
+        const size_t g0 = part * KV / parts, g1 = (part + 1) * KV / parts;
+        kernels::I8KvView sub{kq + g0 * hd, vq + g0 * hd, ks + g0 * nb, vs + g0 * nb, g1 - g0, hd};
+        sub.row = kvd;
+        const size_t h0 = g0 * group, hn = (g1 - g0) * group;
+        for (size_t t = 0; t < n; ++t) {
+          const kernels::I8Queries q{&qq_[t * ad + h0 * hd], &q_scale_[t * H + h0], hn};
+          attend(q, sub, &visible_[t * cap], counts[t], ctx_.kernels->expf_array,
+                 &scores_[part * H * cap], &o_all[t * ad + h0 * hd]);
+        }
+      });
     } else {
       for (size_t t = 0; t < n; ++t) token(t, scores_.data());
     }

@@ -64,7 +64,7 @@ inline void Codes16(const int8_t* p, float32x4_t* out) {
 template <size_t NT>
 void VChunk(const float* pw, size_t heads, size_t h0, const uint32_t* slots, size_t count,
             const I8KvView& kv, size_t g, size_t j0, float* o) {
-  const size_t hd = kv.head_dim, kvd = kv.kv_heads * hd, kvb = kvd / kAttendBlock;
+  const size_t hd = kv.head_dim, kvd = kv.Row(), kvb = kvd / kAttendBlock;  // slot strides
   const size_t scale_index = g * (hd / kAttendBlock) + j0 / kAttendBlock;
   float32x4_t acc[NT][4];
   for (size_t t = 0; t < NT; ++t)
@@ -85,7 +85,7 @@ void VChunk(const float* pw, size_t heads, size_t h0, const uint32_t* slots, siz
 
 void AttendArm(const I8Queries& q, const I8KvView& kv, const uint32_t* slots, size_t count,
                AttendExpfFn expf_array, float* scores, float* o) {
-  const size_t H = q.heads, hd = kv.head_dim, kvd = kv.kv_heads * hd;
+  const size_t H = q.heads, hd = kv.head_dim, kvd = kv.Row();  // slot stride
   if (hd == 0 || hd % kAttendBlock != 0 || kv.kv_heads == 0 || H % kv.kv_heads != 0)
     return AttendI8Reference(q, kv, slots, count, expf_array, scores, o);
   const size_t group = H / kv.kv_heads, nb = hd / kAttendBlock, kvb = kvd / kAttendBlock;

@@ -107,7 +107,7 @@ void VTile(const float* cw, size_t ldc, const uint32_t* slots, size_t n, const i
 
 void AttendI8Simd128(const I8Queries& q, const I8KvView& kv, const uint32_t* slots, size_t count,
                      AttendExpfFn expf_array, float* scores, float* o) {
-  const size_t H = q.heads, hd = kv.head_dim, kvd = kv.kv_heads * hd;
+  const size_t H = q.heads, hd = kv.head_dim, kvd = kv.Row();  // slot stride
   const size_t group = H / kv.kv_heads, nb = hd / kAttendBlock, kvb = kvd / kAttendBlock;
   if (H * nb > kAttendMaxRow) {
     AttendI8Reference(q, kv, slots, count, expf_array, scores, o);
