@@ -104,12 +104,13 @@ void MappedFile::Evict(size_t offset, size_t length) const {
 #else
   if (!mapped_ || offset >= size_) return;
   length = std::min(length, size_ - offset);
-  const auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
-  const auto begin = reinterpret_cast<uintptr_t>(data_) + offset;
-  const uintptr_t first = (begin + page - 1) / page * page;  // whole pages only: a neighbour's
-  const uintptr_t last = (begin + length) / page * page;     // bytes on a shared page stay
-  if (last > first)
-    (void)::madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);  // best effort
+  // The mapping starts on a page boundary, so whole pages are whole multiples of the page size
+  // from data_ (a neighbour's bytes on a shared page stay).
+  const auto page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+  const size_t first = (offset + page - 1) / page * page;
+  const size_t last = (offset + length) / page * page;
+  if (last > first)  // best effort
+    (void)::madvise(const_cast<uint8_t*>(data_) + first, last - first, MADV_DONTNEED);
 #endif
 }
 
