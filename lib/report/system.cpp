@@ -3,6 +3,9 @@
 
 #include <fmt/format.h>
 #include <sys/resource.h>
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
 #include <sys/utsname.h>
 #include <unistd.h>
 
@@ -35,6 +38,12 @@ uint64_t StatusKb(const char* key) {
 }  // namespace
 
 bool ResetPeakRss() {
+#if defined(__GLIBC__)
+  // Memory freed by earlier work goes back to the OS first: glibc keeps freed heap pages, and
+  // after a large mmapped block is freed (the bandwidth probe's) it serves blocks up to that size
+  // from the heap, so without this an earlier point's buffers would count in the next peak.
+  malloc_trim(0);
+#endif
   std::ofstream f("/proc/self/clear_refs");
   if (!f) return false;
   f << "5";
