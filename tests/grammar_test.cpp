@@ -307,7 +307,7 @@ TEST_CASE("token mask equals a brute-force check of every token", "[grammar]") {
     vocab.push_back(t);
   }
   std::vector<uint8_t> text(vocab.size(), 1);
-  TokenConstraint tc(vocab, text);
+  TokenConstraint tc(std::vector<std::string_view>(vocab.begin(), vocab.end()), text);
   const std::string path =
       R"([{"name":"set_lights","arguments":{"state":"off","room":"ab"}},{"name":"set_timer","arguments":{"minutes":12}}])";
   GrammarState s = g.Start();

@@ -903,7 +903,8 @@ CallGrammar::Result CallGrammar::LiteralByte(GrammarState& s, Frame& f, uint8_t 
   return LiteralMatch(s, f, c, false);
 }
 
-TokenConstraint::TokenConstraint(std::vector<std::string> bytes, std::vector<uint8_t> text_token)
+TokenConstraint::TokenConstraint(std::vector<std::string_view> bytes,
+                                 const std::vector<uint8_t>& text_token)
     : bytes_(std::move(bytes)) {
   for (size_t id = 0; id < bytes_.size(); ++id)
     if (!bytes_[id].empty() && text_token[id])
@@ -921,7 +922,7 @@ size_t TokenConstraint::Mask(const CallGrammar& g, const GrammarState& s,
     CallGrammar::CopyState(s, &first_);
     if (!g.Feed(first_, static_cast<uint8_t>(b))) continue;
     for (int32_t id : bucket) {
-      const std::string& t = bytes_[id];
+      const std::string_view t = bytes_[id];
       if (t.size() == 1) {
         allowed[id] = 1;
         ++count;

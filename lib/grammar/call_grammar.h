@@ -161,9 +161,10 @@ class CallGrammar {
 // Per-token byte strings of a vocabulary with a first-byte index, and the masking step.
 class TokenConstraint {
  public:
-  // `bytes[id]` = the token's surface bytes; `grammar_ok[id]` = 0 for special tokens that are
-  // never part of call text (control and chat markers).
-  TokenConstraint(std::vector<std::string> bytes, std::vector<uint8_t> text_token);
+  // `bytes[id]` = the token's surface bytes (views that must outlive the constraint, e.g. a
+  // tokenizer's TokenBytes); `text_token[id]` = 0 for special tokens that are never part of call
+  // text (control and chat markers).
+  TokenConstraint(std::vector<std::string_view> bytes, const std::vector<uint8_t>& text_token);
 
   size_t vocab() const { return bytes_.size(); }
   std::string_view bytes(int32_t id) const { return bytes_[id]; }
@@ -177,7 +178,7 @@ class TokenConstraint {
   }
 
  private:
-  std::vector<std::string> bytes_;
+  std::vector<std::string_view> bytes_;
   std::array<std::vector<int32_t>, 256> by_first_byte_;
   GrammarState scratch_, first_;
 };

@@ -125,10 +125,10 @@ Session::Session(const format::CactFile& file, std::shared_ptr<const model::Mode
   grammar_ = std::make_unique<grammar::CallGrammar>(grammar::BuildCallSchema(inventory_),
                                                     config_.protocol.compat);
   const int32_t vocab = tokenizer_.vocab_size();
-  std::vector<std::string> bytes(vocab);
+  std::vector<std::string_view> bytes(vocab);  // views into tokenizer_ (outlives constraint_)
   std::vector<uint8_t> text_token(vocab);
   for (int32_t id = 0; id < vocab; ++id) {
-    bytes[id] = std::string(tokenizer_.TokenBytes(id));
+    bytes[id] = tokenizer_.TokenBytes(id);
     const auto t = tokenizer_.type(id);
     text_token[id] = t == format::PieceType::kNormal || t == format::PieceType::kByte;
   }

@@ -114,13 +114,18 @@ struct Reply {
 class Session {
  public:
   // `file` must outlive the session. Renders and prefills the prefix for (system, tools_json)
-  // and snapshots it. Throws InvalidInput for invalid tools JSON.
+  // and snapshots it (see SessionConfig::keep_prefix_state). Throws InvalidInput for invalid tools
+  // JSON.
   Session(const format::CactFile& file, const SessionConfig& config, std::string_view system,
           std::string_view tools_json);
   // The same on weights loaded once and shared by several sessions (`model` built from `file`;
   // read-only, so sessions on different threads may share it).
   Session(const format::CactFile& file, std::shared_ptr<const model::Model> model,
           const SessionConfig& config, std::string_view system, std::string_view tools_json);
+  // Parts refer to others (the renderer and the grammar's token bytes to tokenizer_): not
+  // copyable or movable (hold it in a unique_ptr to pass it around).
+  Session(const Session&) = delete;
+  Session& operator=(const Session&) = delete;
 
   const std::vector<int32_t>& prefix_ids() const { return prefix_ids_; }
   // Whether the prefix state came from the prefix cache (no prefill ran).

@@ -97,7 +97,7 @@ Tokenizer::Tokenizer(std::shared_ptr<const format::TokenizerBlob> blob, const st
   mergeable_.Build(pieces, false);
   reserved_.Build(pieces, true);
   byte_ids_.fill(-1);
-  surfaces_.resize(pieces.size());
+  std::vector<std::string> surfaces(pieces.size());
   for (size_t id = 0; id < pieces.size(); ++id) {
     const auto& p = pieces[id];
     max_piece_bytes_ = std::max(max_piece_bytes_, p.text.size());
@@ -109,7 +109,7 @@ Tokenizer::Tokenizer(std::shared_ptr<const format::TokenizerBlob> blob, const st
                             p.text, byte_ids_[b]);
         }
         byte_ids_[b] = static_cast<int32_t>(id);
-        surfaces_[id] = std::string(1, static_cast<char>(b));
+        surfaces[id] = std::string(1, static_cast<char>(b));
         break;
       }
       case format::PieceType::kControl:
@@ -128,11 +128,18 @@ Tokenizer::Tokenizer(std::shared_ptr<const format::TokenizerBlob> blob, const st
             s += p.text[i++];
           }
         }
-        surfaces_[id] = std::move(s);
+        surfaces[id] = std::move(s);
         break;
       }
     }
   }
+  // Packed: one buffer and the offsets (a string per id cost 32 bytes of header each).
+  surface_start_.reserve(pieces.size() + 1);
+  for (const std::string& s : surfaces) {
+    surface_start_.push_back(static_cast<uint32_t>(surface_bytes_.size()));
+    surface_bytes_ += s;
+  }
+  surface_start_.push_back(static_cast<uint32_t>(surface_bytes_.size()));
   split_at_space_ = true;
   for (const auto& p : pieces) {
     if (IsReservedType(p.type)) continue;
@@ -362,12 +369,12 @@ std::string Tokenizer::Decode(std::span<const int32_t> ids) const {
     }
     const auto t = type(id);
     if (t == format::PieceType::kByte) {
-      bytes += surfaces_[id];
+      bytes += TokenBytes(id);
       continue;
     }
     flush_bytes();
     if (t == format::PieceType::kControl || t == format::PieceType::kUnknown) continue;
-    std::string_view s = surfaces_[id];
+    std::string_view s = TokenBytes(id);
     if (at_start && blob_->add_dummy_prefix && piece(id).starts_with(kSpaceSymbol))
       s.remove_prefix(1);
     out.append(s);

@@ -58,7 +58,10 @@ class Tokenizer {
 
   // Bytes a token adds to generated text (no dummy-prefix stripping): the byte of a BYTE piece,
   // nothing for CONTROL/UNKNOWN, else the piece text with "▁" as space. Id must be in range.
-  std::string_view TokenBytes(int32_t id) const { return surfaces_[id]; }
+  std::string_view TokenBytes(int32_t id) const {
+    return std::string_view(surface_bytes_)
+        .substr(surface_start_[id], surface_start_[id + 1] - surface_start_[id]);
+  }
 
   int32_t vocab_size() const { return static_cast<int32_t>(blob_->pieces.size()); }
   bool valid_id(int64_t id) const { return id >= 0 && id < vocab_size(); }
@@ -120,7 +123,8 @@ class Tokenizer {
   // User-defined piece ids by first byte, longest first.
   std::array<std::vector<int32_t>, 256> user_by_first_byte_;
   std::array<int32_t, 256> byte_ids_{};
-  std::vector<std::string> surfaces_;  // TokenBytes per id
+  std::string surface_bytes_;            // every id's TokenBytes, in id order
+  std::vector<uint32_t> surface_start_;  // [vocab + 1] offsets into surface_bytes_
   size_t max_piece_bytes_ = 0;
   bool split_at_space_ = false;  // no mergeable piece has "▁" after its first character
   bool has_user_defined_ = false;
