@@ -71,7 +71,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       }
       if (require_call) continue;
       // Through the vocabulary: mask, then advance by allowed tokens that match the text.
-      static grammar::TokenConstraint tc(TinyVocab().bytes, TinyVocab().text_token);
+      static grammar::TokenConstraint tc(
+          std::vector<std::string_view>(TinyVocab().bytes.begin(), TinyVocab().bytes.end()),
+          TinyVocab().text_token);  // views into the static vocabulary
       std::vector<uint8_t> allowed(tc.vocab());
       grammar::GrammarState t = g.Start(false);
       size_t pos = 0;
