@@ -14,6 +14,7 @@ the tools.
   python3 -m needle_torch.dataset --split test --count 500 --seed 2 --out heldout.jsonl
 """
 import argparse
+import dataclasses
 import functools
 import json
 import os
@@ -234,6 +235,47 @@ def _vocab_words():
     return words
 
 
+_DICT_FILE = "/usr/share/dict/american-english"
+
+
+@functools.lru_cache(maxsize=None)
+def _dict_words():
+    """Real words of the system dictionary (Debian's wamerican), ASCII letters only, 3 to
+    12 of them, minus every word of every test value: (common words in lower case, proper
+    nouns). Test values are real words whose pieces (`▁K amp al a`) look nothing like the
+    syllable pseudo-words; copying many real words teaches the piece sequences they have."""
+    if not os.path.exists(_DICT_FILE):
+        raise FileNotFoundError(f"{_DICT_FILE}: --dict-words needs the Debian package "
+                                "wamerican (scripts/setup.sh --torch installs it)")
+    test_words = {w for v in _TEST_VALUES for w in v.split()}
+    common, proper = set(), set()
+    with open(_DICT_FILE, encoding="utf-8", errors="replace") as handle:
+        for line in handle:
+            word = line.strip()
+            if (3 <= len(word) <= 12 and word.isascii() and word.isalpha()
+                    and word.lower() not in test_words):
+                (proper if word[0].isupper() else common).add(word)
+    return sorted(common), sorted(proper)
+
+
+def _dict_value(rng, style, max_words=5, trigger_words=0.0):
+    """A made-up value of real dictionary words (_dict_words) in the shape of `style`."""
+    common, proper = _dict_words()
+
+    def name():
+        return rng.choice(proper) if rng.random() < 0.7 else rng.choice(common).capitalize()
+    if style in ("name", "city"):
+        return name() if rng.random() < 0.85 else name() + " " + name()
+    if style == "song":
+        return " ".join(name() if rng.random() < 0.3 else rng.choice(common).capitalize()
+                        for _ in range(rng.randint(1, 3)))
+    if style == "room":
+        return rng.choice(common) + (" room" if rng.random() < 0.3 else "")
+    return " ".join(_free_word(rng, trigger_words, lambda: rng.choice(common)
+                               if rng.random() < 0.6 else rng.choice(_TRAIN_WORDS))
+                    for _ in range(rng.randint(1, max_words)))
+
+
 def _pseudo_word(rng, low, high):
     word = "".join(rng.choice(_SYLLABLES) for _ in range(rng.randint(low, high)))
     return word + (rng.choice("nrstl") if rng.random() < 0.3 else "")
@@ -266,14 +308,17 @@ def _vocab_value(rng, style, max_words=5, trigger_words=0.0):
                     for _ in range(rng.randint(1, max_words)))
 
 
-def _synthetic(rng, style, vocab_share=0.0, max_words=5, trigger_words=0.0):
+def _synthetic(rng, style, vocab_share=0.0, max_words=5, trigger_words=0.0, dict_share=0.0):
     """A made-up value (train split only): pseudo-words that no pool holds, so that the model
     must copy from the query instead of recalling a memorized list. Never a test-pool value.
     vocab_share: the probability of a value made of the tokenizer's word pieces (_vocab_value;
     0 draws nothing extra from rng); trigger_words: the share of free-text words taken from the
-    query phrasings (_TRIGGER_WORDS)."""
+    query phrasings (_TRIGGER_WORDS); dict_share: the probability of a value made of real words
+    from the system dictionary (_dict_value; 0 draws nothing extra from rng)."""
     while True:
-        if vocab_share > 0 and rng.random() < vocab_share:
+        if dict_share > 0 and rng.random() < dict_share:
+            value = _dict_value(rng, style, max_words, trigger_words)
+        elif vocab_share > 0 and rng.random() < vocab_share:
             value = _vocab_value(rng, style, max_words, trigger_words)
         elif style in ("name", "city"):
             value = _pseudo_word(rng, 2, 3).capitalize()
@@ -292,12 +337,26 @@ def _synthetic(rng, style, vocab_share=0.0, max_words=5, trigger_words=0.0):
             return value
 
 
-def _intent(tool, rng, split, synthetic=0.0, vocab_share=0.0, all_minutes=False, max_words=5,
-            wide_numbers=0.0, trigger_words=0.0):
+@dataclasses.dataclass(frozen=True)
+class ValueOptions:
+    """How the train split's values are drawn (generate() documents each; the defaults draw
+    nothing extra from rng, so data sets made before an option existed stay reproducible)."""
+    synthetic: float = 0.0
+    vocab_share: float = 0.0
+    all_minutes: bool = False
+    max_words: int = 5
+    wide_numbers: float = 0.0
+    trigger_words: float = 0.0
+    dict_share: float = 0.0
+
+
+def _intent(tool, rng, split, options=ValueOptions()):
     """One request for `tool`: (clause text, expected call). Clauses are lower-case-first so
-    they can be joined; the caller capitalizes the query. synthetic: in the train split, the
-    probability that a free string value is made up (_synthetic) instead of drawn from its pool
-    (0 draws nothing extra from rng, so earlier data sets stay reproducible)."""
+    they can be joined; the caller capitalizes the query. options.synthetic: in the train split,
+    the probability that a free string value is made up (_synthetic) instead of drawn from its
+    pool."""
+    synthetic, all_minutes, wide_numbers = (options.synthetic, options.all_minutes,
+                                            options.wide_numbers)
     pick = rng.choice
 
     def number(low, high):
@@ -310,7 +369,8 @@ def _intent(tool, rng, split, synthetic=0.0, vocab_share=0.0, all_minutes=False,
 
     def free(pool, style):
         if split == 0 and synthetic > 0 and rng.random() < synthetic:
-            return _synthetic(rng, style, vocab_share, max_words, trigger_words)
+            return _synthetic(rng, style, options.vocab_share, options.max_words,
+                              options.trigger_words, options.dict_share)
         return pick(pool[split])
     if tool == "get_weather":
         city = free(CITIES, "city")
@@ -412,10 +472,9 @@ def _tool_set(rng):
     return rng.sample(list(TOOLS), rng.randint(2, 4))
 
 
-def make_example(rng, split, offered=None, synthetic=0.0, vocab_share=0.0, all_minutes=False,
-                 max_words=5, wide_numbers=0.0, refusals=None, trigger_words=0.0):
+def make_example(rng, split, offered=None, options=ValueOptions(), refusals=None):
     """One {tools, query, expected} example; split 0 = train pools, 1 = test pools. `offered`:
-    the tool names to offer, in order (default: 2-4 drawn at random); synthetic: see _intent."""
+    the tool names to offer, in order (default: 2-4 drawn at random); options: see _intent."""
     names = list(TOOLS)
     offered = list(offered) if offered else _tool_set(rng)
     kind = rng.random()
@@ -426,21 +485,17 @@ def make_example(rng, split, offered=None, synthetic=0.0, vocab_share=0.0, all_m
         missing_end = multi + refusals * 11 / 16
     if kind < single:  # one call
         tool = rng.choice(offered)
-        text, arguments = _intent(tool, rng, split, synthetic, vocab_share, all_minutes,
-                                  max_words, wide_numbers, trigger_words)
+        text, arguments = _intent(tool, rng, split, options)
         calls = [{"name": tool, "arguments": arguments}]
     elif kind < multi:  # two calls, in the order asked
         first, second = rng.sample(offered, 2)
-        text_a, args_a = _intent(first, rng, split, synthetic, vocab_share, all_minutes,
-                                 max_words, wide_numbers, trigger_words)
-        text_b, args_b = _intent(second, rng, split, synthetic, vocab_share, all_minutes,
-                                 max_words, wide_numbers, trigger_words)
+        text_a, args_a = _intent(first, rng, split, options)
+        text_b, args_b = _intent(second, rng, split, options)
         text = text_a + rng.choice(JOINERS) + text_b
         calls = [{"name": first, "arguments": args_a}, {"name": second, "arguments": args_b}]
     elif kind < missing_end:  # a request no offered tool can serve
         missing = rng.choice([n for n in names if n not in offered])
-        text, _ = _intent(missing, rng, split, synthetic, vocab_share, all_minutes, max_words,
-                          wide_numbers, trigger_words)
+        text, _ = _intent(missing, rng, split, options)
         calls = []
     else:  # small talk
         text, calls = rng.choice(SMALL_TALK[split]), []
@@ -449,7 +504,8 @@ def make_example(rng, split, offered=None, synthetic=0.0, vocab_share=0.0, all_m
 
 
 def generate(split, count, seed, tool_sets=0, synthetic=0.0, vocab_share=0.0,
-             all_minutes=False, max_words=5, wide_numbers=0.0, refusals=None, trigger_words=0.0):
+             all_minutes=False, max_words=5, wide_numbers=0.0, refusals=None, trigger_words=0.0,
+             dict_share=0.0):
     """`count` examples. tool_sets > 0: offer only that many ordered tool sets (drawn first), so
     that rendering needs one engine call per set (render.py); 0: a fresh set per example.
     synthetic: the share of made-up free string values in the train split (_synthetic);
@@ -458,14 +514,17 @@ def generate(split, count, seed, tool_sets=0, synthetic=0.0, vocab_share=0.0,
     max_words: made-up free texts have 1 to max_words words; wide_numbers: the share of train
     integers drawn above their pool's range; refusals: the share of no-call examples (None:
     the default 16%: 11% requests for a tool not offered, 5% small talk); trigger_words: the
-    share of made-up free-text words taken from the query phrasings (_TRIGGER_WORDS)."""
+    share of made-up free-text words taken from the query phrasings (_TRIGGER_WORDS);
+    dict_share: the share of made-up values made of real words from the system dictionary
+    (_dict_value; checked before vocab_share)."""
     if split not in ("train", "test"):
         raise ValueError(f"split {split!r}: train or test")
     rng = random.Random(f"{split}:{seed}")
     sets = [_tool_set(rng) for _ in range(tool_sets)]
     pool = 0 if split == "train" else 1
-    return [make_example(rng, pool, rng.choice(sets) if sets else None, synthetic, vocab_share,
-                         all_minutes, max_words, wide_numbers, refusals, trigger_words)
+    options = ValueOptions(synthetic, vocab_share, all_minutes, max_words, wide_numbers,
+                           trigger_words, dict_share)
+    return [make_example(rng, pool, rng.choice(sets) if sets else None, options, refusals)
             for _ in range(count)]
 
 
@@ -494,6 +553,10 @@ def main(argv=None):
     parser.add_argument("--trigger-words", type=float, default=0.0,
                         help="share of made-up free-text words taken from the query phrasings "
                              "(weather, timer, ...), so that values containing them are copied")
+    parser.add_argument("--dict-words", type=float, default=0.0,
+                        help="share of the made-up values built from real words of the system "
+                             "dictionary (%s, Debian wamerican; minus every word of a test "
+                             "value)" % _DICT_FILE)
     parser.add_argument("--long-units", action="store_true",
                         help="spell the units km / kg out (kilometers / kilograms), so that the "
                              "engine's enum grounding (3+ characters) sees both units of a request")
@@ -501,7 +564,7 @@ def main(argv=None):
     args = parser.parse_args(argv)
     examples = generate(args.split, args.count, args.seed, args.tool_sets, args.synthetic,
                         args.vocab_words, args.all_minutes, args.max_words,
-                        args.wide_numbers, args.refusals, args.trigger_words)
+                        args.wide_numbers, args.refusals, args.trigger_words, args.dict_words)
     if args.long_units:
         examples = [long_units(e) for e in examples]
     lines = [json.dumps(e, ensure_ascii=False) for e in examples]

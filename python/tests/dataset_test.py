@@ -10,6 +10,8 @@
 - disjoint pools: no free string value of the test split occurs as a value in the train split
   (which here has 60% made-up values, --synthetic 0.6: most of its strings are in no pool, and
   a part made with --vocab-words 0.6, whose word pieces include no one-word test value);
+- --dict-words: made-up values of real words from the system word list (Debian wamerican),
+  none a word of a test value;
 - `needle eval` reads the lines without a line error.
 Exit 0 pass, 1 fail.
 """
@@ -168,6 +170,32 @@ def main(argv):
     print(f"--trigger-words 0.3: {trigger_hits} trigger words inside made-up values")
     if trigger_hits < 50:
         fail("--trigger-words put too few query words into made-up values")
+
+    # --dict-words: made-up values of real dictionary words, none a word of any test value
+    # (free texts also mix in the train pools' words, which may be words of longer test values)
+    common, proper = dataset._dict_words()
+    dictionary = set(common) | set(proper)
+    test_words = {w for v in dataset._TEST_VALUES for w in v.split()}
+    dict_train = dataset.generate("train", 1000, seed=6, tool_sets=20, synthetic=1.0,
+                                  dict_share=1.0, max_words=6)
+    if dict_train != dataset.generate("train", 1000, seed=6, tool_sets=20, synthetic=1.0,
+                                      dict_share=1.0, max_words=6):
+        fail("--dict-words: the same seed gave other examples")
+    used = set()
+    for e in dict_train:
+        for _, _, value in free_values(e):
+            if not isinstance(value, str) or ":" in value:
+                continue  # integers and clock times are not made up
+            for w in value.split():
+                if w.lower() in test_words and w.lower() not in dataset._TRAIN_WORDS:
+                    fail(f"--dict-words: test word {w!r} in the train value {value!r}")
+                if w in dictionary or w.lower() in dictionary:
+                    used.add(w.lower())
+                elif w.lower() not in dataset._TRAIN_WORDS and w != "room":
+                    fail(f"--dict-words: {w!r} of {value!r} is from no dictionary or pool")
+    print(f"--dict-words 1.0: {len(used)} distinct dictionary words in the values")
+    if len(used) < 1000:
+        fail("--dict-words drew too few dictionary words")
 
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "heldout.jsonl")
