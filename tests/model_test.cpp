@@ -15,6 +15,7 @@
 #include "format/cact.h"
 #include "model/decoder.h"
 #include "model/golden.h"
+#include "test_util.h"
 
 namespace {
 
@@ -220,6 +221,41 @@ TEST_CASE("official decode steps over a long context do not depend on the thread
     INFO("kernels " << isa);
     CHECK(same == ids.size());
   }
+}
+
+TEST_CASE("engram table rows are read from the file: their pages stay out of the resident set",
+          "[model][memory]") {
+  using needle::format::LoadMode;
+  const std::string path = ModelPath("official-geometry.cact");
+  const auto mapped = needle::format::CactFile::Open(path, LoadMode::kMmapPrefault);
+  const auto copy = needle::format::CactFile::Open(path, LoadMode::kRead);
+  REQUIRE(mapped.is_mapped());
+  const Model model(mapped), heap(copy);
+  const auto ids = Tokens(48, model.geometry().vocab, 11);
+  DecoderConfig cfg;
+  cfg.path = NumericPath::kOfficial;
+  cfg.max_positions = 64;
+  Decoder dec(model, cfg), ref(heap, cfg);
+  std::vector<float> got(model.geometry().vocab), want(got.size());
+  size_t same = 0;
+  for (int32_t id : ids) {  // one token at a time: 16 table rows each
+    dec.Step(id, got);
+    ref.Step(id, want);
+    same += std::memcmp(got.data(), want.data(), got.size() * sizeof(float)) == 0;
+  }
+  CHECK(same == ids.size());  // rows read with pread = rows of the heap copy
+  uint64_t table_bytes = 0;
+  for (const auto& t : mapped.tensors())
+    if (t.name.find(".tables") != std::string::npos) table_bytes += t.nbytes;
+  const long resident = needle::testing::ResidentKbOfMapping(mapped.bytes().data());
+  INFO("mapping resident " << resident << " KB, file " << mapped.bytes().size() / 1024
+                           << " KB, tables " << table_bytes / 1024 << " KB");
+  REQUIRE(table_bytes > 2000000);
+#if defined(NEEDLE_X86)  // native Linux; qemu-user (the aarch64 job) ignores MADV_DONTNEED
+  // Reading rows through the mapping would fault them back in 64 KB at a time (48 x 16 reads).
+  CHECK(resident > 0);
+  CHECK(resident <= static_cast<long>((mapped.bytes().size() - table_bytes) / 1024) + 64);
+#endif
 }
 
 TEST_CASE("decoders of one model share its derived data, built once, also across threads",

@@ -4,6 +4,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -26,6 +27,22 @@ inline std::vector<std::string> Lines(const std::string& text) {
   std::istringstream in(text);
   for (std::string line; std::getline(in, line);) out.push_back(line);
   return out;
+}
+
+// Resident kilobytes of the mapping that contains `p` (/proc/self/smaps), or -1 if not found.
+inline long ResidentKbOfMapping(const void* p) {
+  std::ifstream smaps("/proc/self/smaps");
+  const auto addr = reinterpret_cast<uintptr_t>(p);
+  bool inside = false;
+  for (std::string line; std::getline(smaps, line);) {
+    unsigned long lo = 0, hi = 0;  // a mapping's first line: "lo-hi perms offset ..."
+    if (std::sscanf(line.c_str(), "%lx-%lx", &lo, &hi) == 2 && line.find('-') < line.find(' ')) {
+      inside = addr >= lo && addr < hi;
+    } else if (inside && line.rfind("Rss:", 0) == 0) {
+      return std::stol(line.substr(4));
+    }
+  }
+  return -1;
 }
 
 inline std::vector<uint8_t> ReadBytes(const std::string& path) {

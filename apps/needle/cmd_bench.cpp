@@ -169,7 +169,7 @@ void RunBench(const BenchArgs& a) {
     const model::Model model(file);
     load_samples.push_back(load_watch.Seconds());
     const double load_seconds = report::Median(load_samples);
-    const std::string sha = format::Sha256Hex(file.bytes());
+    const std::string sha = file.Sha256Hex();
     const auto& g = file.geometry();
     const text::Tokenizer tokenizer = text::Tokenizer::FromCact(file);
     for (const std::string& numerics : a.numerics)

@@ -177,7 +177,7 @@ class TurnReport {
              double load_seconds)
       : path_(a.report_path), model_(a.model.path), load_seconds_(load_seconds), cfg_(cfg) {
     if (path_.empty()) return;
-    sha_ = format::Sha256Hex(file.bytes());
+    sha_ = file.Sha256Hex();
     bytes_ = file.bytes().size();
   }
   // A turn: `context_tokens` fed before generating (prefix included when it was prefilled for

@@ -4,11 +4,16 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
+#include <string>
+#include <vector>
 
 #include "base/error.h"
 #include "base/fp16.h"
+#include "format/sha256.h"
 
 namespace needle::format {
 
@@ -123,6 +128,26 @@ void FloatView::Read(uint64_t first, uint64_t count, float* out) const {
 void CactFile::Evict(const TensorInfo& t) const {
   const auto d = data(t);
   file_->Evict(static_cast<size_t>(d.data() - bytes().data()), d.size());
+}
+
+std::string CactFile::Sha256Hex() const {
+  Sha256 hash;
+  std::vector<uint8_t> block(size_t{1} << 16);
+  const auto all = bytes();
+  for (size_t at = 0; at < all.size(); at += block.size()) {
+    const std::span<uint8_t> part(block.data(), std::min(block.size(), all.size() - at));
+    file_->ReadAt(at, part);
+    hash.Update(part);
+  }
+  return hash.HexDigest();
+}
+
+void CactFile::ReadAt(const uint8_t* p, std::span<uint8_t> out) const {
+  const auto all = bytes();
+  const auto at = reinterpret_cast<uintptr_t>(p), base = reinterpret_cast<uintptr_t>(all.data());
+  if (at < base || at - base > all.size())
+    Fail<IoError>("{}: ReadAt of a pointer outside the file", path());
+  file_->ReadAt(at - base, out);
 }
 
 namespace {

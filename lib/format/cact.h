@@ -169,6 +169,12 @@ class CactFile {
   // read once at load (widened vectors, the tokenizer blob, derived rows): a mapped file reads
   // them again from the page cache if they are touched later. No effect on a heap copy.
   void Evict(const TensorInfo& t) const;
+  // Copies out.size() bytes starting at `p` (a pointer into bytes()) without touching the
+  // mapping (MappedFile::ReadAt): for rows of an evicted tensor. Throws IoError.
+  void ReadAt(const uint8_t* p, std::span<uint8_t> out) const;
+  // SHA-256 of the whole file, read in blocks with ReadAt: hashing through the mapping would make
+  // the pages of evicted tensors resident again for the rest of the process.
+  std::string Sha256Hex() const;
 
   const std::vector<HeadInfo>& heads() const { return heads_; }
   const TensorInfo& tokenizer_tensor() const { return tensors_.back(); }

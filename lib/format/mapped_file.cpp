@@ -79,6 +79,8 @@ MappedFile::MappedFile(const std::string& path, LoadMode mode) : label_(path) {
       data_ = static_cast<const uint8_t*>(p);
       size_ = size;
       mapped_ = true;
+      fd_ = f.fd;  // kept for ReadAt
+      f.fd = -1;
       if (mode == LoadMode::kMmapPrefault) {
         // Best effort: an older kernel (EINVAL) just faults pages in on first touch.
         constexpr int kPopulateRead = 22;  // MADV_POPULATE_READ, Linux 5.14
@@ -114,8 +116,32 @@ void MappedFile::Evict(size_t offset, size_t length) const {
 #endif
 }
 
+void MappedFile::ReadAt(size_t offset, std::span<uint8_t> out) const {
+  if (offset > size_ || out.size() > size_ - offset)
+    Fail<IoError>("{}: read of {} bytes at offset {} is past the end ({} bytes)", label_,
+                  out.size(), offset, size_);
+  if (fd_ < 0) {
+    if (!out.empty()) std::memcpy(out.data(), data_ + offset, out.size());
+    return;
+  }
+  size_t done = 0;
+  while (done < out.size()) {
+    const ssize_t n =
+        ::pread(fd_, out.data() + done, out.size() - done, static_cast<off_t>(offset + done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0)
+      Fail<IoError>("{}: read of {} bytes at offset {} failed: {}", label_, out.size(), offset,
+                    std::strerror(errno));
+    if (n == 0)
+      Fail<IoError>("{}: read of {} bytes at offset {} ended early (the file shrank?)", label_,
+                    out.size(), offset);
+    done += static_cast<size_t>(n);
+  }
+}
+
 MappedFile::~MappedFile() {
   if (mapped_) ::munmap(const_cast<uint8_t*>(data_), size_);
+  if (fd_ >= 0) ::close(fd_);
 }
 
 std::vector<uint8_t> ReadFileBytes(const std::string& path) {

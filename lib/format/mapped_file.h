@@ -31,12 +31,18 @@ class MappedFile {
   // (madvise MADV_DONTNEED on a read-only private mapping: a later touch reads the file again).
   // A heap copy: nothing.
   void Evict(size_t offset, size_t length) const;
+  // Copies bytes [offset, offset + out.size()) into `out` without touching the mapping (pread on
+  // the file kept open; a heap copy: memcpy), for data read a row at a time whose pages are
+  // evicted (large tables of which a token reads a few rows). Throws IoError naming the file
+  // when the range is outside it or the read fails. Thread-safe.
+  void ReadAt(size_t offset, std::span<uint8_t> out) const;
 
  private:
   std::string label_;
   const uint8_t* data_ = nullptr;
   size_t size_ = 0;
   bool mapped_ = false;
+  int fd_ = -1;  // mapped: the file, open for ReadAt
   std::vector<uint8_t> owned_;
 };
 

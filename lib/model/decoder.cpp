@@ -78,7 +78,10 @@ Decoder::Decoder(const Model& model, const DecoderConfig& config)
   kernels::RopeFrequencies(g.head_dim, g.rope_theta, rope_freqs_.data());
   rope_cs_.resize(B * g.head_dim);
   size_t max_in_pad = w_->embedding.in_pad;
-  for (const auto& e : w_->engram) max_in_pad = std::max(max_in_pad, e.tables.in_pad);
+  for (const auto& e : w_->engram) {
+    max_in_pad = std::max(max_in_pad, e.tables.m.in_pad);
+    table_row_.resize(std::max(table_row_.size(), e.tables.row_bytes()));
+  }
   lanes_.resize(B * n * d);
   lanes_next_.resize(B * n * d);
   nx_.resize(B * n * d);
@@ -384,7 +387,7 @@ void Decoder::Engram(size_t site, const int32_t* ids, size_t n) {
         }
         acc ^= acc >> 15;
         const size_t slot = acc % S;
-        kernels::CqDecodeRow(ew.tables, k * S + slot, row, row_scratch_.data());
+        kernels::CqDecodeRow(ew.tables.Row(k * S + slot, table_row_), 0, row, row_scratch_.data());
       }
     }
   }

@@ -205,6 +205,7 @@ class Decoder {
   std::vector<float> sink_p_;                   // [B, lanes * lanes] Sinkhorn matrices
   std::vector<float> sink_scratch_;             // [B, lanes * lanes + 2 * lanes]
   std::vector<float> row_scratch_;              // [max in_pad] for row decoding
+  std::vector<uint8_t> table_row_;              // one engram table row read from the file
 };
 
 }  // namespace needle::model

@@ -19,7 +19,7 @@ size_t MaxInPad(const Weights& w) {
     m = std::max({m, l.q_proj.in_pad, l.k_proj.in_pad, l.v_proj.in_pad, l.gate_proj.in_pad,
                   l.out_proj.in_pad});
   for (const auto& e : w.engram)
-    m = std::max({m, e.tables.in_pad, e.key_proj.in_pad, e.value_proj.in_pad});
+    m = std::max({m, e.tables.m.in_pad, e.key_proj.in_pad, e.value_proj.in_pad});
   return m;
 }
 

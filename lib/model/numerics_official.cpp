@@ -117,7 +117,7 @@ class OfficialNumerics final : public ForwardNumerics {
       for (const auto* m : {&l.q_proj, &l.k_proj, &l.v_proj, &l.gate_proj, &l.out_proj})
         check(*m, "a layer projection");
     for (const EngramWeights& e : w.engram)
-      for (const auto* m : {&e.tables, &e.key_proj, &e.value_proj}) check(*m, "an engram tensor");
+      for (const auto* m : {&e.tables.m, &e.key_proj, &e.value_proj}) check(*m, "an engram tensor");
     // The same bits from every ISA's quantize_i8 (tested), so one copy serves every decoder.
     // The CQ φ tensors are not read again by this path: their pages leave the resident set.
     const std::function<PhiRows()> build = [&w, quantize = ctx.kernels->quantize_i8,

@@ -62,6 +62,20 @@ kernels::CqMatrix CqMatrixOf(const format::CactFile& file, const format::TensorI
   return m;
 }
 
+kernels::CqMatrix CqTableRows::Row(size_t r, std::span<uint8_t> buf) const {
+  const size_t norm_bytes = 2 * m.groups_per_row;
+  if (r >= m.rows || buf.size() < row_bytes())
+    throw Error(ErrorKind::kInternal,
+                fmt::format("CqTableRows::Row: row {} of {} into {} bytes", r, m.rows, buf.size()));
+  file->ReadAt(m.codes + r * m.row_bytes, buf.first(m.row_bytes));
+  file->ReadAt(m.norms + r * norm_bytes, buf.subspan(m.row_bytes, norm_bytes));
+  kernels::CqMatrix row = m;
+  row.rows = 1;
+  row.codes = buf.data();
+  row.norms = buf.data() + m.row_bytes;
+  return row;
+}
+
 Weights LoadWeights(const format::CactFile& f) {
   const format::Geometry& g = f.geometry();
   const uint64_t d = g.d_model, n = g.lanes, L = g.num_layers;
@@ -99,8 +113,10 @@ Weights LoadWeights(const format::CactFile& f) {
     const std::string p = fmt::format("engram{}.", s);
     EngramWeights ew;
     ew.layer = g.engram_sites[s];
-    ew.tables =
+    ew.tables.file = &f;
+    ew.tables.m =
         Matrix(f, p + "tables", uint64_t{g.num_engram_tables} * g.engram_slots, g.engram_sub_dim);
+    f.Evict(f.tensor(p + "tables"));  // read a row at a time (CqTableRows)
     ew.key_proj = Matrix(f, p + "key_proj", d, g.engram_dim());
     ew.value_proj = Matrix(f, p + "value_proj", d, g.engram_dim());
     ew.taps = Floats(f, p + "taps", uint64_t{g.engram_conv_taps} * d);

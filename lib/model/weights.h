@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "format/cact.h"
@@ -23,10 +24,23 @@ struct LayerWeights {
   float attn_gate = 0.f;  // the stored scalar (the block uses its sigmoid)
 };
 
+// A CQ table of which a token reads a few rows (the engram tables: 2.2 MB at the official
+// geometry, 16 rows a token). The rows are copied from the file one at a time (CactFile::ReadAt:
+// pread, no page of the mapping touched), so LoadWeights evicts the table's pages.
+struct CqTableRows {
+  const format::CactFile* file = nullptr;
+  // The table's shape and levels; codes and norms locate rows in the file, never read through.
+  kernels::CqMatrix m;
+
+  size_t row_bytes() const { return m.row_bytes + 2 * m.groups_per_row; }  // codes + f16 norms
+  // Row r copied into `buf` (row_bytes() bytes) as a one-row matrix over it. Throws IoError.
+  kernels::CqMatrix Row(size_t r, std::span<uint8_t> buf) const;
+};
+
 // One engram site (MODEL.md step 3).
 struct EngramWeights {
   uint32_t layer = 0;
-  kernels::CqMatrix tables;      // [num_tables * slots, sub_dim], row t*slots + slot
+  CqTableRows tables;            // [num_tables * slots, sub_dim], row t*slots + slot
   kernels::CqMatrix key_proj;    // [d, num_tables * sub_dim]
   kernels::CqMatrix value_proj;  // [d, num_tables * sub_dim]
   std::vector<float> taps;       // [taps, d]
