@@ -44,6 +44,27 @@ const std::map<std::string, Steps>& Open() {
   return m;
 }
 
+// An envelope as text with the timings cut out. Envelopes are compared as text: they may not be
+// JSON (the engine writes a call's numbers as the model wrote them: "temperature":010).
+std::string Untimed(std::string e) {
+  const size_t at = e.find(",\"prefill_tps\":");
+  const size_t end = e.find(",\"peak_ram_mb\":", at);
+  if (at != std::string::npos && end != std::string::npos) {
+    const size_t stop = e.find_first_of(",}", end + 1);
+    e.erase(at, stop - at);
+  }
+  return e;
+}
+
+// The envelope's confidence as printed (%.4f), or "-" when it has none.
+std::string ConfidenceText(const std::string& e) {
+  const std::string key = "\"confidence\":";
+  const size_t at = e.find(key);
+  if (at == std::string::npos) return "-";
+  const size_t start = at + key.size();
+  return e.substr(start, e.find_first_of(",}", start) - start);
+}
+
 // Turns whose confidence (4 decimals) still differs: the turns above.
 Steps OpenConfidence(const std::string& model) { return Open().at(model); }
 
@@ -67,15 +88,21 @@ void CheckModel(const std::string& model, const std::string& path = "",
       const json& step = c["steps"][si];
       if (!c["conversation"].get<bool>()) s.Reset();
       const session::Reply r = s.Respond(step["input"].get<std::string>(), c["max_tokens"]);
-      json ours = json::parse(r.EnvelopeJson());
-      json theirs = step["reply"];
-      const std::string conf_ours = fmt::format("{:.4f}", ours.value("confidence", -1.0));
-      const std::string conf_theirs = fmt::format("{:.4f}", theirs.value("confidence", -1.0));
-      for (const char* k : {"prefill_tps", "decode_tps", "peak_ram_mb", "confidence"}) {
-        CHECK(ours.contains(k) == theirs.contains(k));
-        ours.erase(k);
-        theirs.erase(k);
-      }
+      const std::string envelope = r.EnvelopeJson(), golden_envelope = step["reply_text"];
+      const std::string conf_ours = ConfidenceText(envelope);
+      const std::string conf_theirs = ConfidenceText(golden_envelope);
+      for (const char* k : {"\"prefill_tps\":", "\"decode_tps\":", "\"peak_ram_mb\":"})
+        CHECK((envelope.find(k) != std::string::npos) ==
+              (golden_envelope.find(k) != std::string::npos));
+      // Confidence apart (its own list below): the rest of the envelope.
+      auto rest = [&](const std::string& e, const std::string& conf) {
+        std::string text = Untimed(e);
+        const size_t at = text.find("\"confidence\":" + conf);
+        if (at != std::string::npos) text.erase(at, 13 + conf.size());
+        return text;
+      };
+      const std::string ours = rest(envelope, conf_ours);
+      const std::string theirs = rest(golden_envelope, conf_theirs);
       const std::string calls = step["debug_calls"].is_null() ? "" : step["debug_calls"];
       const std::string think = step["debug_think"].is_null() ? "" : step["debug_think"];
       INFO(model << " case " << ci << " step " << si << "\n ours:   " << r.calls_text
@@ -162,14 +189,9 @@ TEST_CASE("held-out goldens: demo, every reply identical to the engine's", "[ses
     // The tools as the engine got them (key order kept; the spacing does not matter).
     session::Session s(file, {}, "", line["tools"].dump());
     const session::Reply r = s.Respond(line["query"].get<std::string>(), max_tokens);
-    json ours = json::parse(r.EnvelopeJson());
-    json theirs = json::parse(g["reply_text"].get<std::string>());
-    const std::string conf_ours = fmt::format("{:.4f}", ours.value("confidence", -1.0));
-    const std::string conf_theirs = fmt::format("{:.4f}", theirs.value("confidence", -1.0));
-    for (const char* k : {"prefill_tps", "decode_tps", "peak_ram_mb", "confidence"}) {
-      ours.erase(k);
-      theirs.erase(k);
-    }
+    const std::string ours = Untimed(r.EnvelopeJson());
+    const std::string theirs = Untimed(g["reply_text"].get<std::string>());
+    const std::string conf_ours = ConfidenceText(ours), conf_theirs = ConfidenceText(theirs);
     const std::string calls = g["debug_calls"].is_null() ? "" : g["debug_calls"];
     INFO("line " << g["line"] << ": " << line["query"] << "\n ours:   " << r.calls_text
                  << "\n engine: " << calls << "\n confidence: ours " << conf_ours << ", engine "
@@ -207,18 +229,8 @@ void CheckConversations(const std::string& name, const Steps& open) {
     for (size_t si = 0; si < c["inputs"].size(); ++si) {
       const json& g = c["replies"][si];
       const session::Reply r = s.Respond(c["inputs"][si].get<std::string>(), c["max_tokens"]);
-      // Envelopes compared as text with the timings cut out (they may not be JSON: "level":011).
-      auto untimed = [](std::string e) {
-        const size_t at = e.find(",\"prefill_tps\":");
-        const size_t end = e.find(",\"peak_ram_mb\":", at);
-        if (at != std::string::npos && end != std::string::npos) {
-          const size_t stop = e.find_first_of(",}", end + 1);
-          e.erase(at, stop - at);
-        }
-        return e;
-      };
-      const std::string ours = untimed(r.EnvelopeJson());
-      const std::string theirs = untimed(g["reply_text"].get<std::string>());
+      const std::string ours = Untimed(r.EnvelopeJson());
+      const std::string theirs = Untimed(g["reply_text"].get<std::string>());
       const std::string calls = g["debug_calls"].is_null() ? "" : g["debug_calls"];
       INFO("conversation " << ci << " turn " << si << "\n ours:   " << ours
                            << "\n engine: " << theirs);
