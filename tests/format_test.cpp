@@ -101,11 +101,22 @@ TEST_CASE("read fallback gives the same view as mmap", "[format]") {
   CHECK(std::equal(a.bytes().begin(), a.bytes().end(), b.bytes().begin(), b.bytes().end()));
 }
 
+namespace {
+
+// The official-geometry fixture opened twice: memory-mapped (populated) and as a heap copy.
+struct MappedAndCopy {
+  std::string path = ModelPath("official-geometry.cact");
+  CactFile mapped = CactFile::Open(path, format::LoadMode::kMmapPrefault);
+  CactFile copy = CactFile::Open(path, format::LoadMode::kRead);
+};
+
+}  // namespace
+
 TEST_CASE("float views widen like floats(), and Evict keeps the bytes and drops resident pages",
           "[format]") {
-  const std::string path = ModelPath("official-geometry.cact");
-  const CactFile mapped = CactFile::Open(path, format::LoadMode::kMmapPrefault);
-  const CactFile copy = CactFile::Open(path, format::LoadMode::kRead);
+  const MappedAndCopy files;
+  const CactFile& mapped = files.mapped;
+  const CactFile& copy = files.copy;
   REQUIRE(mapped.is_mapped());
   const format::TensorInfo& proj = mapped.tensor("contrastive_head.proj");
   const std::vector<float> all = mapped.floats(proj);
@@ -137,9 +148,10 @@ TEST_CASE("float views widen like floats(), and Evict keeps the bytes and drops 
 
 TEST_CASE("ReadAt copies the file's bytes without the mapping, Sha256Hex hashes them so",
           "[format]") {
-  const std::string path = ModelPath("official-geometry.cact");
-  const CactFile mapped = CactFile::Open(path, format::LoadMode::kMmapPrefault);
-  const CactFile copy = CactFile::Open(path, format::LoadMode::kRead);
+  const MappedAndCopy files;
+  const CactFile& mapped = files.mapped;
+  const CactFile& copy = files.copy;
+  const std::string& path = files.path;
   REQUIRE(mapped.is_mapped());
   REQUIRE(!copy.is_mapped());
   const size_t size = mapped.bytes().size();
