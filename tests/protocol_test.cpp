@@ -88,6 +88,38 @@ TEST_CASE("an object or array value's branch ends at its closing byte only as a 
   CHECK(g.FeedClosesArgumentValue(copy, "]"));
 }
 
+TEST_CASE("a nested object's value starts and ends like a top-level one, an array's does not",
+          "[protocol]") {
+  // Measured on the engine (docs/PROTOCOL-NOTES.md item 18): the demo model branches at the
+  // nested `city` value of `"state":{"city":`, and that branch ends where the value leaves the
+  // nested object.
+  const grammar::CallGrammar g(grammar::BuildCallSchema(
+      {R"({"name":"send_message","parameters":{"type":"object","properties":{"state":{"type":"object","properties":{"city":{"type":"string"},"n":{"type":"integer"}}},"zones":{"type":"array","items":{"type":"object","properties":{"city":{"type":"string"}}}}}}})"}));
+  const std::string head = R"([{"name":"send_message","arguments":{)";
+  grammar::GrammarState s = g.Start();
+  REQUIRE(g.Feed(s, head + R"("state":{"city":)"));
+  REQUIRE(g.ArgumentValueStart(s) >= 0);
+  const int object_depth = s.depth;
+  CHECK(object_depth == 4);
+  grammar::GrammarState top_rule;
+  grammar::CallGrammar::CopyState(s, &top_rule);
+  CHECK_FALSE(g.FeedClosesArgumentValue(s, "\"Par", object_depth));
+  CHECK(g.FeedClosesArgumentValue(s, "is\",\"", object_depth));  // left the nested value
+  // Judged at the arguments object's depth the same bytes are still inside its `state` value.
+  CHECK_FALSE(g.FeedClosesArgumentValue(top_rule, "\"Paris\",\"", 3));
+  // A number in the nested object is closed by the object's `}` (last byte) as at the top.
+  s = g.Start();
+  REQUIRE(g.Feed(s, head + R"("state":{"n":)"));
+  REQUIRE(g.ArgumentValueStart(s) >= 0);
+  CHECK_FALSE(g.FeedClosesArgumentValue(s, "12", 4));
+  CHECK(g.FeedClosesArgumentValue(s, "}", 4));
+  // Inside an array (an object item): no value start.
+  s = g.Start();
+  REQUIRE(g.Feed(s, head + R"("zones":[{"city":)"));
+  CHECK(g.ArgumentValueStart(s) == -1);
+  CHECK(grammar::CallGrammar::ObjectChainDepth(s, s.depth) == -1);
+}
+
 TEST_CASE("validation: engine grounding form, length floors, generation order, enums skipped",
           "[protocol]") {
   const grammar::CallSchema schema = grammar::BuildCallSchema({kAlarm});

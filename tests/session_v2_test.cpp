@@ -66,25 +66,6 @@ std::string ConfidenceText(const std::string& e) {
   return e.substr(start, e.find_first_of(",}", start) - start);
 }
 
-// Turns whose confidence (4 decimals) still differs: the turns above.
-// Turns identical but for the confidence (4 decimals), per model; the list only shrinks. Open on
-// the demo model trained on 2026-12-03 (run13): TYPES cases 4-7 are case 3's turn with budgets
-// 54-58 instead of 53; the same 47 returned tokens and calls, but the engine reports confidence
-// 0.0000 (and decodes ~7x slower: it does more work) where case 3 and we report 0.1615. The
-// budget-dependent branch charging near the "29 remaining" rule (ENGINE-PROTOCOL.md section 1)
-// is the suspect: a branch token with p ~ 0 entering the engine's min.
-const std::map<std::string, Steps>& ConfidenceOnlyOpen() {
-  static const std::map<std::string, Steps> m = {{"demo", {{4, 0}, {5, 0}, {6, 0}, {7, 0}}}};
-  return m;
-}
-
-Steps OpenConfidence(const std::string& model) {
-  Steps open = Open().at(model);
-  if (const auto it = ConfidenceOnlyOpen().find(model); it != ConfidenceOnlyOpen().end())
-    open.insert(it->second.begin(), it->second.end());
-  return open;
-}
-
 // `path`: the model file (default: the fixture tests/data/models/<model>.cact).
 void CheckModel(const std::string& model, const std::string& path = "",
                 const session::SessionConfig& config = {}) {
@@ -93,7 +74,6 @@ void CheckModel(const std::string& model, const std::string& path = "",
   const format::CactFile file =
       format::CactFile::Open(path.empty() ? ModelPath(model + ".cact") : path);
   const Steps& open = Open().at(model);
-  const Steps open_confidence = OpenConfidence(model);
   int matches = 0, checked = 0, confidence_equal = 0;
   std::string mismatched;
   for (size_t ci = 0; ci < golden["cases"].size(); ++ci) {
@@ -150,7 +130,7 @@ void CheckModel(const std::string& model, const std::string& path = "",
       {
         INFO("confidence: ours " << conf_ours << ", engine " << conf_theirs);
         CHECK((conf_ours == conf_theirs) !=
-              (open_confidence.count({static_cast<int>(ci), static_cast<int>(si)}) > 0));
+              (open.count({static_cast<int>(ci), static_cast<int>(si)}) > 0));
       }
       confidence_equal += conf_ours == conf_theirs;
       matches += same;

@@ -266,34 +266,44 @@ bool CallGrammar::Feed(GrammarState& s, uint8_t c) const {
   }
 }
 
+int CallGrammar::ObjectChainDepth(const GrammarState& s, int depth) {
+  // frames[0] top, [1] call, [2] arguments object, then nested object values only.
+  if (depth < 3 || s.frames[1].kind != FrameKind::kCall) return -1;
+  for (int i = 2; i < depth; ++i)
+    if (s.frames[i].kind != FrameKind::kObject) return -1;
+  return depth;
+}
+
 int32_t CallGrammar::ArgumentValueStart(const GrammarState& s) const {
-  if (s.depth != 3) return -1;
-  const Frame& f = s.frames[2];
-  if (f.kind != FrameKind::kObject || f.phase != 2 || f.pending < 0) return -1;
+  if (ObjectChainDepth(s, s.depth) < 0) return -1;
+  const Frame& f = s.top();
+  if (f.phase != 2 || f.pending < 0) return -1;
   const SchemaNode& n = schema_.nodes[f.node];
   if (n.open_object) return -1;
   return n.key_nodes[f.pending];
 }
 
-bool CallGrammar::FeedClosesArgumentValue(GrammarState& s, std::string_view bytes) const {
-  // Frames: top, call, arguments object, value. The value counts as done at a byte that leaves
-  // the arguments object right after a value (phase 3) or closes it, even when a later byte of
-  // the token opens the next key (`","`). A number is closed by the delimiter after it, which
-  // goes straight on (`,` waits for a key): a branch running through `0,"hour":` continues
+bool CallGrammar::FeedClosesArgumentValue(GrammarState& s, std::string_view bytes,
+                                          int object_depth) const {
+  // Frames: top, call, arguments object (nested objects), value. The value counts as done at a
+  // byte that leaves its object right after a value (phase 3) or closes it, even when a later
+  // byte of the token opens the next key (`","`). A number is closed by the delimiter after it,
+  // which goes straight on (`,` waits for a key): a branch running through `0,"hour":` continues
   // (measured on the engine: docs/PROTOCOL-NOTES.md item 2). Our integer enum literal is complete
   // at its last digit; the engine's number is still open there, so a digit never ends it.
   // A container value's closing byte followed by more bytes of the same token (`},"unit"`) goes
   // straight on, like a number's delimiter (measured on the engine: an object branch runs through
   // `},` into the next key and its value).
+  const int d = object_depth;
   bool done = false;
   for (size_t i = 0; i < bytes.size(); ++i) {
     const char c = bytes[i];
     const int depth_before = s.depth;
     if (!Feed(s, static_cast<uint8_t>(c))) return true;
-    const bool container_closed = (c == '}' || c == ']') && depth_before > 3 && s.depth == 3;
+    const bool container_closed = (c == '}' || c == ']') && depth_before > d && s.depth == d;
     const bool last = i + 1 == bytes.size();
-    done = done || s.depth < 3 ||
-           (s.depth == 3 && s.frames[2].phase == 3 && !(c >= '0' && c <= '9') &&
+    done = done || s.depth < d ||
+           (s.depth == d && s.frames[d - 1].phase == 3 && !(c >= '0' && c <= '9') &&
             (!container_closed || last));
   }
   return done;

@@ -122,18 +122,23 @@ class CallGrammar {
   // Copies the live part of `from` into `to` (cheaper than assignment of the whole array).
   static void CopyState(const GrammarState& from, GrammarState* to);
 
-  // Argument-value start: the top frame is an arguments-object property waiting for its value.
-  // Returns the value's schema node, or -1 if not at such a point.
+  // Argument-value start: the top frame is a property of the arguments object, or of an object
+  // nested in it through object values only (no arrays), waiting for its value. Returns the
+  // value's schema node, or -1 if not at such a point.
   int32_t ArgumentValueStart(const GrammarState& s) const;
+  // `depth` if frames[2 .. depth-1] of `s` are the arguments object and objects nested in it
+  // through object values only (frames[1] the call), else -1.
+  static int ObjectChainDepth(const GrammarState& s, int depth);
 
-  // Feeds the bytes of one token to a state inside (or at the start of) a value of the top-level
-  // arguments object. True if a byte of the token left the object right after the value (or
+  // Feeds the bytes of one token to a state inside (or at the start of) a value of the object
+  // whose frame is at `object_depth` (3: the top-level arguments object; the state's depth at
+  // the value start). True if a byte of the token left the object right after the value (or
   // closed the object), even when a later byte opens the next key (`","`), or if a byte was
   // rejected. A number closed by `,` goes straight on to the next key and does not count, nor does
   // the last digit of an integer enum literal; an object or array value's own `}` / `]` counts
   // only as the token's last byte (`},` goes on to the next key). The engine's stop test for
   // value-start branch extensions (docs/PROTOCOL-NOTES.md item 2).
-  bool FeedClosesArgumentValue(GrammarState& s, std::string_view bytes) const;
+  bool FeedClosesArgumentValue(GrammarState& s, std::string_view bytes, int object_depth = 3) const;
 
  private:
   enum class Result { kAccept, kReject, kPopAndRefeed };

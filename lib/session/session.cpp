@@ -601,13 +601,16 @@ void Session::DecodeCall(TurnState& t, bool require_call) {
     tc.Advance(g, gs, id);
     Feed(id);
   };
-  // Which value a state is at the start of: node index, or -1. `after_quote`: the value's
-  // opening quote is already in (the key token carried it).
-  auto value_start = [&](const grammar::GrammarState& s, bool* after_quote) -> int32_t {
+  // Which value a state is at the start of: node index, or -1; the value belongs to the
+  // arguments object or to an object nested in it (its frame depth in `object_depth`).
+  // `after_quote`: the value's opening quote is already in (the key token carried it).
+  auto value_start = [&](const grammar::GrammarState& s, bool* after_quote,
+                         int* object_depth) -> int32_t {
     *after_quote = false;
+    *object_depth = s.depth;
     const int32_t n = g.ArgumentValueStart(s);
     if (n >= 0) return n;
-    if (s.depth != 4 || s.frames[1].kind != grammar::FrameKind::kCall) return -1;
+    if (grammar::CallGrammar::ObjectChainDepth(s, s.depth - 1) < 0) return -1;
     const grammar::Frame& top = s.top();
     const bool empty_string =
         top.kind == grammar::FrameKind::kString && top.phase == 0 && top.count == 0;
@@ -615,12 +618,13 @@ void Session::DecodeCall(TurnState& t, bool require_call) {
         top.kind == grammar::FrameKind::kLiteral && top.literal_set == 0 && top.count == 1;
     if (!empty_string && !enum_open) return -1;
     *after_quote = true;
+    *object_depth = s.depth - 1;
     return top.node;
   };
   // A branch ends at the token that closes its value, even if that token also opens the next
   // key: the next value then gets its own value-start handling (grounding, branching).
-  auto advance_closes = [&](grammar::GrammarState& s, int32_t id) {
-    return g.FeedClosesArgumentValue(s, tc.bytes(id));
+  auto advance_closes = [&](grammar::GrammarState& s, int32_t id, int object_depth) {
+    return g.FeedClosesArgumentValue(s, tc.bytes(id), object_depth);
   };
   int32_t handled_value_at = -1;  // counted-token index of the last value start handled
 
@@ -664,8 +668,10 @@ void Session::DecodeCall(TurnState& t, bool require_call) {
       return;
     }
     bool after_quote = false;
-    const int32_t node =
-        handled_value_at == static_cast<int32_t>(t.ids.size()) ? -1 : value_start(gs, &after_quote);
+    int object_depth = 0;
+    const int32_t node = handled_value_at == static_cast<int32_t>(t.ids.size())
+                             ? -1
+                             : value_start(gs, &after_quote, &object_depth);
     if (node >= 0) {
       handled_value_at = static_cast<int32_t>(t.ids.size());
       const grammar::SchemaNode& sn = g.schema().nodes[node];
@@ -771,7 +777,7 @@ void Session::DecodeCall(TurnState& t, bool require_call) {
           // First token: its probability over the candidate list (score and confidence).
           std::vector<double> probs{list_stats.Prob(logits_[c])};
           double sum_lp = Log(probs[0]);
-          bool closed = advance_closes(bs, c);
+          bool closed = advance_closes(bs, c, object_depth);
           while (!closed && static_cast<int>(ids.size()) < pc.branch_max_tokens) {
             Feed(ids.back());
             if (tc.Mask(g, bs, allowed_) == 0) break;
@@ -782,7 +788,7 @@ void Session::DecodeCall(TurnState& t, bool require_call) {
             sum_lp += lp;
             probs.push_back(Exp(lp));
             ids.push_back(b);
-            closed = advance_closes(bs, b);
+            closed = advance_closes(bs, b, object_depth);
           }
           // Mean log-prob; a branch that did not close its value (token cap, dead end) pays a
           // fixed penalty.
