@@ -288,8 +288,8 @@ TEST_CASE("held-out goldens: demo conversations", "[session][golden]") {
 // A second, larger set (seed 2). With the previous demo model it held user turns that retrieve the
 // tools already rendered in a context longer than sinks + window (the re-forward rule, now pinned
 // by the retrieval test above); with the one before this, grounded enum pairs (PROTOCOL-NOTES
-// item 16). Open (the list only shrinks), found with the demo model trained on 2026-12-03:
-// conversation 165 turn 2, the same call with confidence 0.8347 (ours) against 0.8345.
+// item 16); with the model trained on 2026-12-03, conversation 165 turn 2 (0.8347 against the
+// engine's 0.8345: the <tool_call> row's mass in the confidence walk's sum, item 4d).
 TEST_CASE("held-out goldens: demo conversations, seed 2", "[session][golden]") {
-  CheckConversations("demo.conversations-seed2.json", {{165, 2}});
+  CheckConversations("demo.conversations-seed2.json", {});
 }

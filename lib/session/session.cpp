@@ -144,6 +144,15 @@ Session::Session(const format::CactFile& file, std::shared_ptr<const model::Mode
   }
   whole_list_[renderer_.tokens().im_end] = 1;
   whole_list_[renderer_.tokens().tool_call_end] = 1;
+  // The rows such a step computes: the list and <think>, </think>, <tool_call>, which the walk
+  // never visits but whose mass is in the softmax sum (measured: demo seed-2 conversation 165
+  // turn 2, a `<tool_call>` row of p 0.00018 in the sum makes the walk examine two more tokens,
+  // 0.8345 as the engine; `<tools>` with p 6e-6 in the sum would lengthen conversation 63 turn
+  // 1's walk past the engine's).
+  whole_rows_ = whole_list_;
+  for (int32_t id :
+       {renderer_.tokens().think, renderer_.tokens().think_end, renderer_.tokens().tool_call})
+    whole_rows_[id] = 1;
   // The candidate list at a value start: text tokens whose first byte is one of
   // 0-9 - t f n " { [ ], plus <|im_end|> and </tool_call>; the whole vocabulary if that holds at
   // least half of it.
@@ -443,7 +452,7 @@ const std::vector<uint8_t>& Session::CandidateList(const grammar::GrammarState& 
   for (int b = 0; b < 256; ++b)
     if (first[b]) n += by_first_byte_[b].size();
   if (whole || cand_.size() <= 2 * n) {
-    cand_ = whole_list_;
+    cand_ = whole_rows_;
     return cand_;
   }
   std::fill(cand_.begin(), cand_.end(), 0);
@@ -463,13 +472,12 @@ double Session::CallTokenConfidence(const std::vector<uint8_t>& allowed,
   // tokens were examined. The chosen (first valid) token's confidence is p / V.
   const auto& chat = renderer_.tokens();
   const ProtocolConfig& pc = config_.protocol;
-  // The softmax runs over the step's listed rows (whole_list_ where the list is the whole
-  // vocabulary) but <think>, </think> and <tool_call>, so <|im_end|> is in the sum (without it
-  // the mass that ends the walk comes a token early: demo held-out line 146); the walk visits
-  // the same rows but <|im_end|> and chat markers (after a re-feed every row is listed).
-  auto in_sum = [&](int32_t id) {
-    return candidates[id] && id != chat.think && id != chat.think_end && id != chat.tool_call;
-  };
+  // The softmax runs over every row the step computed (`candidates`: a restricted list with
+  // <|im_end|> and </tool_call>; whole_rows_ for the "whole vocabulary"; every row after a
+  // re-feed): <|im_end|> is in the sum (without it the mass that ends the walk comes a token early:
+  // demo held-out line 146), and so are <think>, </think>, <tool_call> where they were computed.
+  // The walk visits the listed text and control tokens only (whole_list_ but <|im_end|>).
+  auto in_sum = [&](int32_t id) { return candidates[id] != 0; };
   order_.clear();
   float m = -INFINITY;
   for (int32_t id = 0; id < static_cast<int32_t>(logits_.size()); ++id)

@@ -214,6 +214,8 @@ class Session {
   // The engine's "whole vocabulary" list: every token but the chat markers, with <|im_end|> and
   // </tool_call> (CandidateList, CallTokenConfidence).
   std::vector<uint8_t> whole_list_;
+  // The rows the engine computes for such a step: whole_list_ and <think>, </think>, <tool_call>.
+  std::vector<uint8_t> whole_rows_;
   std::vector<int32_t> order_;   // token ids by logit (confidence walk scratch)
   int32_t close_array_id_ = -1;  // the single token "]" (-1: none)
   double prefix_seconds_ = 0;
