@@ -293,3 +293,7 @@ TEST_CASE("held-out goldens: demo conversations", "[session][golden]") {
 TEST_CASE("held-out goldens: demo conversations, seed 2", "[session][golden]") {
   CheckConversations("demo.conversations-seed2.json", {});
 }
+
+TEST_CASE("held-out goldens: demo conversations, seed 3", "[session][golden]") {
+  CheckConversations("demo.conversations-seed3.json", {});
+}

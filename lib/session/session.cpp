@@ -752,13 +752,18 @@ void Session::DecodeCall(TurnState& t, bool require_call) {
       // (tokens whose first byte can start some JSON value, plus <|im_end|> and </tool_call>),
       // not over the grammar-valid tokens: the 0.95 threshold and the first token's score use it.
       const AllowedStats list_stats = StatsOf(logits_, value_start_list_);
+      // No branching at a value whose opening quote came with the key token (`":"`), enum strings
+      // included: the value has already left the value-start state, and the step's logits are
+      // not over the value-start list (measured on the engine: the demo model's ungrounded
+      // `"unit":"` with `celsius` at full-vocabulary p 0.67 decodes at the speed of plain steps,
+      // no exploration; docs/PROTOCOL-NOTES.md item 1).
       if (pc.trace)
-        spdlog::trace("value start node {} after_quote {} grounded {} p_top {:.4f} left {}", node,
-                      after_quote, grounded.size(), list_stats.Prob(logits_[top]), t.remaining());
-      // No branching at a plain string whose opening quote came with the key token (`":"`): the
-      // value has already left the value-start state. An ungrounded enum still branches there.
-      const bool quote_taken = after_quote && !sn.has_enum;
-      if (branch_type && !quote_taken && n_allowed >= 2 &&
+        spdlog::trace(
+            "value start node {} after_quote {} grounded {} p_top {} left {}", node, after_quote,
+            grounded.size(),
+            after_quote ? std::string("-") : fmt::format("{:.4f}", list_stats.Prob(logits_[top])),
+            t.remaining());
+      if (branch_type && !after_quote && n_allowed >= 2 &&
           list_stats.Prob(logits_[top]) < pc.branch_threshold &&
           t.remaining_committed() >= pc.branch_min_budget) {
         // Value-start branching: explore the best few first tokens, keep the best mean log-prob.
@@ -814,10 +819,7 @@ void Session::DecodeCall(TurnState& t, bool require_call) {
         decoder_->Rewind(branch_snapshot_);
         std::copy(branch_logits_.begin(), branch_logits_.end(), logits_.begin());
         for (size_t i = 0; i < best_ids.size(); ++i) {
-          // An enum branch taken after the key's quote enters nothing into the confidence list
-          // (engine, measured: its minimum is a later call step's, far above the branch tokens'
-          // p; docs/PROTOCOL-NOTES.md item 4b).
-          if (!after_quote) t.dc = std::min(t.dc, best_probs[i]);
+          t.dc = std::min(t.dc, best_probs[i]);
           commit(best_ids[i], /*counted=*/i == 0);
         }
         t.full_logits = true;

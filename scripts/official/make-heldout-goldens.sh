@@ -8,8 +8,8 @@
 # Usage: OFFICIAL_PKG=<node_modules/@tyler71/cactus-needle2> \
 #   scripts/official/make-heldout-goldens.sh [MODEL.cact [HELDOUT.jsonl [MAX_TOKENS]]]
 # Defaults: examples/demo.cact, examples/demo-heldout.jsonl, 256 (the eval default).
-# Writes tests/data/golden/heldout/<model>.heldout.json, <model>.conversations.json and
-# <model>.conversations-seed2.json.
+# Writes tests/data/golden/heldout/<model>.heldout.json, <model>.conversations.json,
+# <model>.conversations-seed2.json and <model>.conversations-seed3.json.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 model=${1:-examples/demo.cact}
@@ -29,9 +29,10 @@ python3 scripts/official/session_cases.py heldout-cases "$heldout" "$mt" "$tmp/c
 node scripts/official/engine_session.mjs "$model" "$tmp/cases.jsonl" > "$tmp/engine.jsonl"
 python3 scripts/official/session_cases.py heldout-golden "$name" "$heldout" "$mt" "$tmp/engine.jsonl" \
   "$out/$name.heldout.json"
-# Conversations: 100 from seed 1 and 200 from seed 2 (the second set holds long contexts that
-# re-forward the confidence head's features).
-for set in "100 1 conversations" "200 2 conversations-seed2"; do
+# Conversations: 100 from seed 1, 200 from seed 2 (the second set holds long contexts that
+# re-forward the confidence head's features) and 300 from seed 3 (a fresh set, made after every
+# rule had been fitted to the first two).
+for set in "100 1 conversations" "200 2 conversations-seed2" "300 3 conversations-seed3"; do
   read -r count seed file <<<"$set"
   python3 scripts/official/session_cases.py conversation-cases "$heldout" "$count" "$seed" \
     "$tmp/conv.jsonl"
@@ -40,4 +41,5 @@ for set in "100 1 conversations" "200 2 conversations-seed2"; do
     "$tmp/conv.jsonl" "$tmp/conv-engine.jsonl" "$out/$name.$file.json"
 done
 rm -rf "$tmp"
-echo "$out/$name.heldout.json $out/$name.conversations.json $out/$name.conversations-seed2.json"
+echo "$out/$name.heldout.json $out/$name.conversations.json $out/$name.conversations-seed2.json" \
+  "$out/$name.conversations-seed3.json"
