@@ -10,6 +10,7 @@
 #include <limits>
 
 #include "base/error.h"
+#include "base/pages.h"
 #include "kernels/fwht.h"
 #include "kernels/ops.h"
 
@@ -352,6 +353,35 @@ void Decoder::Prefill(std::span<const int32_t> ids, std::span<float> last_logits
   }
   if (!all_logits.empty() && !last_logits.empty() && !ids.empty())
     std::memcpy(last_logits.data(), all_logits.data() + (ids.size() - 1) * V, V * 4);
+  if (ids.size() > 1) ReleaseBlockScratch();
+}
+
+void Decoder::ReleaseBlockScratch() {
+  // Single-token steps (decoding) touch only the first token's share of every [B, ...] buffer;
+  // a block's other shares (~2.3 MB at the official geometry) leave the resident set until the
+  // next block, so they do not add to the peak while the KV ring fills (issue 8's memory).
+  const size_t B = config_.max_batch;
+  for (std::vector<float>* v : BlockBuffersOf(*this)) ReleaseTail(*v, v->size() / B);
+  // [sites, B, d]: each site's first token stays.
+  const size_t sites = geometry_.engram_sites.size();
+  for (auto* v : {&eng_kk_, &eng_v_})
+    for (size_t s = 0; s < sites; ++s) {
+      const size_t share = v->size() / sites, token = share / B;
+      ReleasePages(v->data() + s * share + token, (share - token) * sizeof(float));
+    }
+  numerics_->ReleaseBlockScratch();
+}
+
+Decoder::ScratchUse Decoder::BlockScratchUse() const {
+  ScratchUse use;
+  auto add = [&use](const std::vector<float>& v) {
+    use.bytes += v.size() * sizeof(float);
+    use.resident += ResidentBytes(v.data(), v.size() * sizeof(float));
+  };
+  for (const std::vector<float>* v : BlockBuffersOf(*this)) add(*v);
+  add(eng_kk_);
+  add(eng_v_);
+  return use;
 }
 
 void Decoder::Project(const kernels::CqMatrix& m, const float* x, size_t n, size_t ldx,

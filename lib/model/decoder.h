@@ -135,6 +135,12 @@ class Decoder {
   void InvalidatePoolCache() { pool_valid_ = false; }
   static constexpr size_t kPoolHistory = 16;
   NumericPath path() const { return config_.path; }
+  // The block scratch ([max_batch, ...] buffers of this decoder): its size and how much of it is
+  // resident. After a multi-token Prefill only the first token's share stays resident.
+  struct ScratchUse {
+    size_t bytes = 0, resident = 0;
+  };
+  ScratchUse BlockScratchUse() const;
   // Bytes of KV cache per position (all layers).
   size_t KvBytesPerPosition() const { return numerics_->KvBytesPerSlot() * geometry_.num_layers; }
 
@@ -143,6 +149,17 @@ class Decoder {
   void RunBlock(const int32_t* ids, size_t n, float* logits, size_t logits_from);
   void Engram(size_t site, const int32_t* ids, size_t n);
   void Sinkhorn(float* P, size_t n, size_t count, float* scratch) const;
+  void ReleaseBlockScratch();
+  // The [B, ...] scratch buffers (eng_kk_ and eng_v_, [sites, B, d], apart).
+  template <class Self>
+  static auto BlockBuffersOf(Self& self) {
+    return std::array{&self.rope_cs_, &self.lanes_,  &self.lanes_next_,  &self.nx_,
+                      &self.coef_,    &self.u_,      &self.bx_,          &self.h_,
+                      &self.x_,       &self.a_,      &self.y_,           &self.q_,
+                      &self.gate_,    &self.o_,      &self.k_,           &self.v_,
+                      &self.z_,       &self.silu_,   &self.eng_e_,       &self.eng_vraw_,
+                      &self.cell_,    &self.sink_p_, &self.sink_scratch_};
+  }
   template <class Fn>
   void ForTokens(size_t n, const Fn& fn);
   // fn(t0, t1) for blocks of at most 16 tokens (row-interleaved norms), across the threads.

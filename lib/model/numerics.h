@@ -137,6 +137,10 @@ class ForwardNumerics {
 
   // Bytes of KV cache per slot of one layer (for reports).
   virtual size_t KvBytesPerSlot() const = 0;
+
+  // The block scratch past the first token's share leaves the resident set (its contents are
+  // dead between forward calls; Decoder::Prefill after a multi-token block).
+  virtual void ReleaseBlockScratch() {}
 };
 
 std::unique_ptr<ForwardNumerics> MakeF32Numerics(const NumericsContext& ctx);

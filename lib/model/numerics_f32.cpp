@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "base/pages.h"
 #include "kernels/cq_matmul.h"
 #include "kernels/ops.h"
 #include "model/numerics.h"
@@ -166,6 +167,8 @@ class F32Numerics final : public ForwardNumerics {
   }
 
   size_t KvBytesPerSlot() const override { return 2 * ctx_.geometry->kv_dim() * sizeof(float); }
+
+  void ReleaseBlockScratch() override { ReleaseTail(x_hat_, x_hat_.size() / ctx_.max_batch); }
 
  private:
   NumericsContext ctx_;

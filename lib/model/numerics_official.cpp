@@ -17,6 +17,7 @@
 #include <memory>
 
 #include "base/error.h"
+#include "base/pages.h"
 #include "kernels/attention_i8.h"
 #include "kernels/cq_int8.h"
 #include "model/numerics.h"
@@ -361,6 +362,14 @@ class OfficialNumerics final : public ForwardNumerics {
   size_t KvBytesPerSlot() const override {
     const size_t kvd = ctx_.geometry->kv_dim();
     return 2 * (kvd + 4 * (kvd / kKvBlock));
+  }
+
+  void ReleaseBlockScratch() override {
+    const size_t B = ctx_.max_batch;  // each buffer is [B, per token]
+    ReleaseTail(act_q_, act_q_.size() / B);
+    ReleaseTail(mhc_q_, mhc_q_.size() / B);
+    ReleaseTail(qq_, qq_.size() / B);
+    ReleaseTail(visible_, visible_.size() / B);
   }
 
  private:
