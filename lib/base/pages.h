@@ -18,10 +18,12 @@ namespace needle {
 // untouched. A no-op where madvise is missing (WebAssembly) or fails.
 inline void ReleasePages(void* begin, size_t bytes) {
 #if defined(__linux__)
-  static const auto page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
-  const auto b = reinterpret_cast<uintptr_t>(begin);
-  const uintptr_t first = (b + page - 1) / page * page, end = (b + bytes) / page * page;
-  if (end > first) (void)madvise(reinterpret_cast<void*>(first), end - first, MADV_DONTNEED);
+  static const auto page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  auto* p = static_cast<char*>(begin);
+  const size_t head = (page - reinterpret_cast<uintptr_t>(p) % page) % page;  // to a boundary
+  if (bytes <= head) return;
+  const size_t len = (bytes - head) / page * page;
+  if (len > 0) (void)madvise(p + head, len, MADV_DONTNEED);
 #else
   (void)begin;
   (void)bytes;
@@ -32,12 +34,13 @@ inline void ReleasePages(void* begin, size_t bytes) {
 // mincore is missing.
 inline size_t ResidentBytes(const void* begin, size_t bytes) {
 #if defined(__linux__)
-  static const auto page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
-  const auto b = reinterpret_cast<uintptr_t>(begin);
-  const uintptr_t first = b / page * page, end = (b + bytes + page - 1) / page * page;
   if (bytes == 0) return 0;
-  std::vector<unsigned char> in((end - first) / page);
-  if (mincore(reinterpret_cast<void*>(first), end - first, in.data()) != 0) return 0;
+  static const auto page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  auto* p = const_cast<char*>(static_cast<const char*>(begin));  // mincore reads only
+  const size_t lead = reinterpret_cast<uintptr_t>(p) % page;
+  const size_t len = (lead + bytes + page - 1) / page * page;
+  std::vector<unsigned char> in(len / page);
+  if (mincore(p - lead, len, in.data()) != 0) return 0;
   size_t n = 0;
   for (unsigned char c : in) n += c & 1;
   return n * page;
