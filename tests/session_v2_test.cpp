@@ -167,11 +167,11 @@ TEST_CASE("session-v2 goldens without a kept prefix state: small-crafted-0.5, de
   CheckModel("demo", std::string(NEEDLE_EXAMPLES_DIR) + "/demo.cact", config);
 }
 
-// Every line of the demo model's held-out set as a fresh turn (the eval's budget), against the
-// engine's replies (scripts/official/make-heldout-goldens.sh): the whole envelope (timing aside;
-// confidence to the fourth decimal), the return value and the call text, with no exception.
-TEST_CASE("held-out goldens: demo, every reply identical to the engine's", "[session][golden]") {
-  const json golden = json::parse(std::ifstream(DataPath("golden/heldout/demo.heldout.json")));
+// Every line of the demo model's held-out set as a fresh turn, against the engine's replies
+// (scripts/official/make-heldout-goldens.sh): the whole envelope (timing aside; confidence to
+// the fourth decimal), the return value and the call text, with no exception.
+void CheckHeldout(const std::string& name) {
+  const json golden = json::parse(std::ifstream(DataPath("golden/heldout/" + name)));
   const std::string examples = NEEDLE_EXAMPLES_DIR;
   const format::CactFile file = format::CactFile::Open(examples + "/demo.cact");
   std::ifstream in(examples + "/" + golden["heldout"].get<std::string>());
@@ -198,8 +198,19 @@ TEST_CASE("held-out goldens: demo, every reply identical to the engine's", "[ses
     CHECK(same);
     identical += same;
   }
-  WARN("demo held-out: " << identical << " / " << golden["replies"].size()
-                         << " replies identical to the engine's");
+  WARN(name << ": " << identical << " / " << golden["replies"].size()
+            << " replies identical to the engine's (budget " << max_tokens << ")");
+}
+
+// The eval's budget (256).
+TEST_CASE("held-out goldens: demo, every reply identical to the engine's", "[session][golden]") {
+  CheckHeldout("demo.heldout.json");
+}
+
+// Budget 40: truncated calls, the 4-token close rule, branching below the 29-token floor.
+TEST_CASE("held-out goldens: demo at budget 40, every reply identical to the engine's",
+          "[session][golden]") {
+  CheckHeldout("demo.heldout-40.json");
 }
 
 // Three-turn conversations of the demo model built from held-out lines (a query, a tool result,

@@ -47,7 +47,7 @@ struct ProtocolConfig {
   double confidence_mass = 0.99;     // confidence walk: stop once this much mass was examined
   int confidence_walk = 24;          // ... or this many tokens after the first valid one
   float repetition_penalty = 1.3f;   // think / free text: logits of tokens already committed
-  int enum_min_budget = 13;          // enum grounding needs this many tokens left
+  int enum_min_budget = 13;          // enum grounding needs this many tokens left (committed)
   grammar::CompatOptions compat;     // engine quirks reproduced by the grammar
   bool trace = false;                // log every decision at trace level (debugging)
   // The head part of the confidence from a full re-forward of the context every turn, as the
