@@ -207,10 +207,12 @@ TEST_CASE("held-out goldens: demo, every reply identical to the engine's", "[ses
   CheckHeldout("demo.heldout.json");
 }
 
-// Budget 40: truncated calls, the 4-token close rule, branching below the 29-token floor.
-TEST_CASE("held-out goldens: demo at budget 40, every reply identical to the engine's",
+// Short budgets: truncated calls, the 4-token close rule, a </tool_call> on the budget's last
+// token (24), the grounding floor (40), the branch floor (56).
+TEST_CASE("held-out goldens: demo at budgets 24, 40 and 56, every reply identical to the engine's",
           "[session][golden]") {
-  CheckHeldout("demo.heldout-40.json");
+  for (const char* name : {"demo.heldout-24.json", "demo.heldout-40.json", "demo.heldout-56.json"})
+    CheckHeldout(name);
 }
 
 // Three-turn conversations of the demo model built from held-out lines (a query, a tool result,
@@ -307,4 +309,9 @@ TEST_CASE("held-out goldens: demo conversations, seed 2", "[session][golden]") {
 
 TEST_CASE("held-out goldens: demo conversations, seed 3", "[session][golden]") {
   CheckConversations("demo.conversations-seed3.json", {});
+}
+
+// Conversations at budgets 20, 24 and 28 (seed 4): turns that end at the budget, then go on.
+TEST_CASE("held-out goldens: demo conversations at short budgets", "[session][golden]") {
+  CheckConversations("demo.conversations-short.json", {});
 }

@@ -160,6 +160,13 @@ if __name__ == "__main__":
         conversation_cases(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5])
     elif sys.argv[1] == "conversation-golden":
         conversation_golden(sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5], sys.argv[6])
+    elif sys.argv[1] == "short-budgets":  # FILE B1,B2,...: the cases' budgets in turn
+        budgets = [int(b) for b in sys.argv[3].split(",")]
+        rows = [json.loads(l) for l in open(sys.argv[2])]
+        with open(sys.argv[2], "w") as f:
+            for i, r in enumerate(rows):
+                r["max_tokens"] = budgets[i % len(budgets)]
+                f.write(json.dumps(r, ensure_ascii=False) + "\n")
     elif sys.argv[1] == "heldout-cases":
         heldout_cases(sys.argv[2], int(sys.argv[3]), sys.argv[4])
     elif sys.argv[1] == "heldout-golden":
