@@ -276,8 +276,7 @@ TEST_CASE("a multi-token prefill leaves only the first token's share of the bloc
   const Decoder::ScratchUse after = dec.BlockScratchUse();
   for (int32_t id : Tokens(8, model.geometry().vocab, 4)) dec.Step(id, logits);
   const Decoder::ScratchUse decoding = dec.BlockScratchUse();
-  INFO("resident after the prefill " << after.resident << ", after 8 steps "
-                                     << decoding.resident);
+  INFO("resident after the prefill " << after.resident << ", after 8 steps " << decoding.resident);
 #if defined(NEEDLE_X86)  // native Linux; qemu-user (the aarch64 job) ignores MADV_DONTNEED
   CHECK(fresh.resident > fresh.bytes / 2);  // zero-filled when built: the measure sees pages
   CHECK(after.resident < fresh.bytes / 5);  // slot 0 of each buffer and its edge pages
