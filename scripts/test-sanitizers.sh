@@ -27,10 +27,13 @@ t1=$SECONDS
 #  the peak RSS reset does not count memory freed to the heap
 #                                       tests glibc's allocator (malloc_trim), which ASan replaces.
 #  held-out goldens: demo conversations, seed 3
-#                                       900 more turns through the same code paths as the seed 1
-#                                       and 2 sets (which run here); ~3 CPU minutes under ASan.
+#  held-out goldens: demo at budgets 24, 40 and 56, ...
+#  held-out goldens: demo conversations at short budgets
+#                                       2,400 more turns through the same code paths as the
+#                                       budget-256 and seed 1 and 2 sets (which run here); 7 CPU
+#                                       minutes for the budgets alone under ASan.
 cd build-asan
 ctest --output-on-failure -j "$JOBS" \
-  -E '^(model\.decode_step_allocates_nothing|the peak RSS can be reset between bench points|the peak RSS reset does not count memory freed to the heap|held-out goldens: demo conversations, seed 3)$' \
+  -E '^(model\.decode_step_allocates_nothing|the peak RSS can be reset between bench points|the peak RSS reset does not count memory freed to the heap|held-out goldens: demo conversations, seed 3|held-out goldens: demo at budgets 24, 40 and 56.*|held-out goldens: demo conversations at short budgets)$' \
   "$@"
 echo "test-sanitizers: ctest done in $((SECONDS - t1)) s (total $((SECONDS - t0)) s)"
