@@ -235,6 +235,58 @@ TEST_CASE("bench: chunk sizes, first-token and pg times, an SVG plot, refused co
   CHECK(r.err.find("vendor/wasm/needle.js") != std::string::npos);
 }
 
+TEST_CASE("bench --session: load, init computed and from a snapshot, a reply like run's",
+          "[cli][bench]") {
+  const std::string demo = std::string(NEEDLE_EXAMPLES_DIR) + "/demo.cact";
+  const std::string tools = std::string(NEEDLE_EXAMPLES_DIR) + "/demo-tools.json";
+  const std::vector<std::string> queries = {"What is the weather like in Paris today?",
+                                            "Set a timer for 5 minutes"};
+  CliResult r = RunCli({"bench", demo, "--session", tools, "--query", queries[0], "--query",
+                        queries[1], "-n", "64", "-r", "3", "--warmup", "0", "-t", "1", "--json"});
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  const json doc = json::parse(r.out);
+  REQUIRE(doc["records"].size() == 2);
+  for (size_t i = 0; i < 2; ++i) {
+    const json& rec = doc["records"][i];
+    CHECK(rec["scenario"] == "session");
+    CHECK(rec["query"] == queries[i]);
+    CHECK(rec["budget"] == 64);
+    for (const char* name : {"load", "init", "init_cached", "reply"}) {
+      CHECK(rec[std::string(name) + "_ms_samples"].size() == 3);
+      CHECK(rec[std::string(name) + "_ms"].get<double>() > 0);
+    }
+    // The same turn as `needle run` answers: its report counts the prefix and the turn as the
+    // first turn's prompt, and its envelope has the same type.
+    TempDir dir;
+    const std::string report = dir / "run.json";
+    const CliResult run = RunCli(
+        {"run", demo, "--tools", tools, "-n", "64", "-t", "1", "--report", report, queries[i]});
+    REQUIRE(run.exit_code == 0);
+    const json envelope = json::parse(run.out);
+    const auto report_bytes = ReadBytes(report);
+    const json run_record =
+        json::parse(std::string(report_bytes.begin(), report_bytes.end()))["records"][0];
+    CHECK(rec["prefix_tokens"].get<int>() + rec["turn_tokens"].get<int>() ==
+          run_record["prompt_tokens"].get<int>());
+    CHECK(rec["reply_type"] == envelope["type"]);
+    CHECK(rec["reply_tokens"].get<int>() > 0);
+    CHECK(rec["reply_tokens"].get<int>() <= 64);
+  }
+  CHECK(doc["records"][0]["reply_type"] == "call");
+  // Options of the token benchmark do not apply; --query needs --session; a bad tools file is
+  // named.
+  CHECK(RunCli({"bench", demo, "--session", tools, "-p", "8"}).exit_code == 2);
+  CHECK(RunCli({"bench", demo, "--session", tools, "--official", "x"}).exit_code == 2);
+  CHECK(RunCli({"bench", demo, "--query", "hi"}).exit_code == 2);
+  r = RunCli({"bench", demo, "--session", "/nonexistent/tools.json", "-r", "1"});
+  CHECK(r.exit_code == 3);
+  CHECK(r.err.find("/nonexistent/tools.json") != std::string::npos);
+  r = RunCli({"bench", demo, "--session", tools, "-n", "4096", "-r", "1"});  // demo: 2,048
+  CHECK(r.exit_code == 2);
+  CHECK(r.err.find("max_seq_len") != std::string::npos);
+}
+
 TEST_CASE("bench Markdown escapes pipes in cells", "[report][bench]") {
   // A model path with a pipe must not add a column.
   TempDir dir;

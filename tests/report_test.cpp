@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "report/bench_record.h"
+#include "report/session_record.h"
 #include "report/svg_plot.h"
 #include "report/system.h"
 #include "report/table.h"
@@ -46,6 +47,79 @@ TEST_CASE("bench records render in every format", "[report]") {
   CHECK(std::count(csv.begin(), csv.end(), '\n') == 3);
   CHECK(Render({r}, sys, BenchFormat::kMarkdown).find("200.0") != std::string::npos);
   CHECK_THROWS(ParseBenchFormat("xml"));
+}
+
+TEST_CASE("session bench records render in every format with as many values as columns",
+          "[report]") {
+  SessionBenchRecord r;
+  r.model = "m,'|\".cact";  // a comma, a quote, a pipe and a double quote in a cell
+  r.isa = "avx2";
+  r.query = "What's up, \"doc\"?";
+  r.prefix_tokens = 94;
+  r.turn_tokens = 14;
+  r.reply_tokens = 25;
+  r.reply_type = "call";
+  r.load_s = {0.002, 0.001, 0.003};
+  r.init_s = {0.1, 0.3, 0.2};
+  r.init_cached_s = {0.004, 0.005, 0.006};
+  r.reply_s = {0.02, 0.01, 0.04};
+  const SystemInfo sys = GetSystemInfo();
+  auto render = [&](BenchFormat f) {
+    SessionBenchWriter w(f, sys);
+    std::string out = w.Begin();
+    out += w.Row(r);
+    out += w.Row(r);
+    return out + w.End();
+  };
+  const auto j = nlohmann::json::parse(render(BenchFormat::kJson));
+  REQUIRE(j["records"].size() == 2);
+  CHECK(j["records"][0]["init_ms"] == Approx(200.0));
+  CHECK(j["records"][0]["reply_ms"] == Approx(20.0));
+  CHECK(j["records"][0]["init_cached_ms_samples"].size() == 3);
+  CHECK(j["records"][0]["query"] == r.query);
+  const std::string jsonl = render(BenchFormat::kJsonl);
+  CHECK(nlohmann::json::parse(jsonl.substr(0, jsonl.find('\n')))["system"]["cpu"] == sys.cpu_model);
+  // CSV: every row has the header's field count (quoted fields may hold commas).
+  auto fields = [](const std::string& line) {
+    size_t n = 1;
+    bool quoted = false;
+    for (char c : line) {
+      if (c == '"') quoted = !quoted;
+      if (c == ',' && !quoted) ++n;
+    }
+    return n;
+  };
+  const std::string csv = render(BenchFormat::kCsv);
+  std::vector<std::string> lines;
+  for (size_t at = 0, end; at < csv.size(); at = end + 1) {
+    end = csv.find('\n', at);
+    lines.push_back(csv.substr(at, end - at));
+  }
+  REQUIRE(lines.size() == 3);
+  CHECK(fields(lines[1]) == fields(lines[0]));
+  CHECK(fields(lines[2]) == fields(lines[0]));
+  // SQL: the INSERT names as many columns as it gives values, and the table has them all.
+  const std::string sql = render(BenchFormat::kSql);
+  const size_t insert = sql.find("INSERT INTO needle_bench_session (");
+  REQUIRE(insert != std::string::npos);
+  const size_t names_end = sql.find(") VALUES (", insert);
+  const std::string names = sql.substr(insert, names_end - insert);
+  const std::string values = sql.substr(names_end, sql.find(");\n", names_end) - names_end);
+  auto sql_items = [](const std::string& s) {
+    size_t n = 1;
+    bool quoted = false;
+    for (char c : s) {
+      if (c == '\'') quoted = !quoted;
+      if (c == ',' && !quoted) ++n;
+    }
+    return n;
+  };
+  CHECK(sql_items(names) == sql_items(values));
+  CHECK(sql.find("reply_ms REAL") != std::string::npos);
+  // Markdown: a pipe in a cell is escaped, so both rows have the header's cells.
+  const std::string md = render(BenchFormat::kMarkdown);
+  CHECK(md.find("m,'\\|\".cact") != std::string::npos);
+  CHECK(md.find("200.00 ± 100.00") != std::string::npos);
 }
 
 TEST_CASE("RSS readings grow with touched memory", "[report]") {

@@ -4,12 +4,18 @@
 // point finishes. Each repetition times the request as a user sees it: tokenizing the prompt
 // text, the prefill, the first token, the decode and the whole (the pg rate). --svg plots tok/s
 // against the parameter that varies most; --official adds rows for the official engine (WASM,
-// bench_official.cpp). Not a test: numbers depend on the machine.
+// bench_official.cpp). --session TOOLS.json measures the protocol's latencies instead: load, the
+// tools prefix's init (computed, and read from a persisted snapshot) and a reply with the prefix
+// ready. Not a test: numbers depend on the machine.
 #include <fmt/format.h>
+#include <stdlib.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
+#include <filesystem>
 #include <map>
 #include <optional>
 #include <random>
@@ -26,9 +32,11 @@
 #include "options.h"
 #include "report/bench_record.h"
 #include "report/log.h"
+#include "report/session_record.h"
 #include "report/svg_plot.h"
 #include "report/system.h"
 #include "report/timer.h"
+#include "session/session.h"
 #include "text/tokenizer.h"
 #include "version.h"
 
@@ -53,6 +61,35 @@ struct BenchArgs {
   bool json = false;
   std::string svg_path;
   std::string official_pkg;
+  // --session: the protocol scenario.
+  std::string session_tools;
+  std::vector<std::string> queries;
+  std::string system;
+  bool gen_tokens_given = false;  // -n given (the session's budget defaults to run's 256)
+};
+
+// The session scenario's query when none is given: a typical single-call request.
+constexpr const char* kDefaultSessionQuery = "What is the weather like in Paris today?";
+
+// A private folder for the session bench's prefix snapshots, removed with its contents.
+class TempDir {
+ public:
+  TempDir() {
+    std::string pattern = (std::filesystem::temp_directory_path() / "needle-bench-XXXXXX").string();
+    if (::mkdtemp(pattern.data()) == nullptr)
+      Fail<IoError>("cannot create a temporary folder {}: {}", pattern, std::strerror(errno));
+    path_ = pattern;
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
 };
 
 // Deterministic prompt of ordinary (non-special) token ids.
@@ -111,6 +148,110 @@ std::string PlotRecords(const std::vector<report::BenchRecord>& records) {
   return report::RenderSvgPlot("needle bench", axes[best].label, {prefill, decode});
 }
 
+// --session: per point (model x numerics x ISA x threads x budget x query) and repetition, in a
+// fresh load each time: load (open + weight views), init (a session: tokenizer, prompt, grammar,
+// the tools prefix prefilled), one reply with the prefix ready, then init again with the prefix
+// read from the snapshot the first init of the point wrote (the prefix cache). One session is
+// alive at a time, so the peak RSS is one session's.
+void RunSessionBench(const BenchArgs& a, const std::vector<std::string>& models,
+                     const std::vector<std::string>& isas, bool progress, report::SystemInfo sys) {
+  const std::string tools_json = ReadTextInput(a.session_tools);
+  const std::vector<std::string> queries =
+      a.queries.empty() ? std::vector<std::string>{kDefaultSessionQuery} : a.queries;
+  if (a.session_tools.empty()) Fail<UsageError>("--session needs a tools file");
+  const std::vector<int> budgets = a.gen_tokens_given ? a.gen_tokens : std::vector<int>{256};
+  const TempDir cache;
+  report::SessionBenchWriter writer(report::ParseBenchFormat(a.json ? "json" : a.output),
+                                    std::move(sys));
+  auto emit = [](const std::string& text) {
+    fmt::print("{}", text);
+    std::fflush(stdout);
+  };
+  emit(writer.Begin());
+  const auto mode = a.no_mmap ? format::LoadMode::kRead : format::LoadMode::kMmapPrefault;
+  for (const std::string& model_path : models) {
+    std::string sha;
+    uint64_t model_bytes = 0;
+    {
+      const format::CactFile file = format::CactFile::Open(model_path, mode);
+      sha = file.Sha256Hex();
+      model_bytes = file.bytes().size();
+      for (const int budget : budgets)
+        if (budget > static_cast<int>(file.geometry().max_seq_len))
+          Fail<UsageError>("-n/--gen-tokens {} is above the model's max_seq_len {} ({})", budget,
+                           file.geometry().max_seq_len, model_path);
+    }
+    for (const std::string& numerics : a.numerics)
+      for (const std::string& isa : isas)
+        for (int threads_opt : a.threads)
+          for (int budget : budgets)
+            for (const std::string& query : queries) {
+              session::SessionConfig cfg;
+              cfg.threads = threads_opt > 0 ? threads_opt : ThreadArgs{threads_opt}.Resolve();
+              cfg.numerics = model::ParseNumericPath(numerics);
+              cfg.kernels = &kernels::KernelsFor(isa);
+              session::SessionConfig cached_cfg = cfg;
+              cached_cfg.prefix_cache_dir = cache.path();
+              std::filesystem::remove_all(cache.path());  // this point's first init writes it
+
+              report::SessionBenchRecord r;
+              r.model = model_path;
+              r.model_sha256 = sha;
+              r.model_bytes = model_bytes;
+              r.isa = cfg.kernels->isa;
+              r.path = model::NumericPathName(cfg.numerics);
+              r.threads = cfg.threads;
+              r.repetitions = a.repetitions;
+              r.budget = budget;
+              r.query = query;
+              report::ResetPeakRss();
+              for (int rep = -a.warmup; rep < a.repetitions; ++rep) {
+                if (progress)
+                  fmt::print(stderr, "\r{} {} t={} session: {} {}/{}   ", numerics, r.isa,
+                             r.threads, rep < 0 ? "warm-up" : "run",
+                             rep < 0 ? rep + a.warmup + 1 : rep + 1,
+                             rep < 0 ? a.warmup : a.repetitions);
+                report::Stopwatch load_watch;
+                const format::CactFile file = format::CactFile::Open(model_path, mode);
+                const auto model = std::make_shared<const model::Model>(file);
+                const double load_s = load_watch.Seconds();
+                double init_s = 0, reply_s = 0, cached_s = 0;
+                {
+                  report::Stopwatch watch;
+                  session::Session s(file, model, cfg, a.system, tools_json);
+                  init_s = watch.Seconds();
+                  watch = report::Stopwatch();
+                  const session::Reply reply = s.Respond(query, budget);
+                  reply_s = watch.Seconds();
+                  r.prefix_tokens = static_cast<int>(s.prefix_ids().size());
+                  r.turn_tokens = static_cast<int>(reply.turn.turn_ids.size());
+                  r.reply_tokens = reply.counted_tokens;
+                  r.reply_type = reply.type;
+                }
+                if (rep == -a.warmup)  // writes the snapshot the cached inits read
+                  const session::Session writes(file, model, cached_cfg, a.system, tools_json);
+                {
+                  report::Stopwatch watch;
+                  const session::Session s(file, model, cached_cfg, a.system, tools_json);
+                  cached_s = watch.Seconds();
+                  if (!s.prefix_from_cache())
+                    Fail<IoError>("the tools prefix snapshot in {} was not read back ({})",
+                                  cache.path(), model_path);
+                }
+                if (rep < 0) continue;
+                r.load_s.push_back(load_s);
+                r.init_s.push_back(init_s);
+                r.reply_s.push_back(reply_s);
+                r.init_cached_s.push_back(cached_s);
+              }
+              r.peak_rss_bytes = report::PeakRssBytes();
+              if (progress) fmt::print(stderr, "\r{:60}\r", "");
+              emit(writer.Row(r));
+            }
+  }
+  emit(writer.End());
+}
+
 void RunBench(const BenchArgs& a) {
   for (const int n : a.prompt_tokens)
     if (n < 1 || n > static_cast<int>(format::kMaxSeqLen))
@@ -136,16 +277,16 @@ void RunBench(const BenchArgs& a) {
   std::vector<std::string> isas = a.isas;
   if (isas.empty()) isas.push_back(kernels::ActiveKernels().isa);
   for (const std::string& isa : isas) (void)kernels::KernelsFor(isa);  // refused before any run
-  const std::vector<int> chunks = a.chunks.empty() ? std::vector<int>{32} : a.chunks;
-  std::optional<OfficialBench> official;
-  if (!a.official_pkg.empty()) official.emplace(a.official_pkg);  // checks node and the package
   const bool progress =
       ::isatty(STDERR_FILENO) && a.output == "md" && !a.json && report::LogEnabled("info");
-
   report::SystemInfo sys = report::GetSystemInfo();
   sys.isas = kernels::AvailableIsas();
   sys.commit = GitCommit();
   sys.build_type = BuildType();
+  if (!a.session_tools.empty()) return RunSessionBench(a, models, isas, progress, std::move(sys));
+  const std::vector<int> chunks = a.chunks.empty() ? std::vector<int>{32} : a.chunks;
+  std::optional<OfficialBench> official;
+  if (!a.official_pkg.empty()) official.emplace(a.official_pkg);  // checks node and the package
   report::BenchWriter writer(report::ParseBenchFormat(a.json ? "json" : a.output), sys);
   std::vector<report::BenchRecord> records;
   auto emit = [](const std::string& text) {
@@ -292,15 +433,19 @@ void RegisterBench(CLI::App& app) {
       ->capture_default_str()
       ->delimiter(',')
       ->check(CLI::IsMember({"official", "f32"}));
-  cmd->add_option("-p,--prompt-tokens", a->prompt_tokens, "Prompt lengths to prefill, e.g. 32,128")
-      ->capture_default_str()
-      ->delimiter(',');
-  cmd->add_option("-n,--gen-tokens", a->gen_tokens, "Tokens to decode after the prompt")
-      ->capture_default_str()
-      ->delimiter(',');
-  cmd->add_option("--chunk", a->chunks,
-                  "Prefill tokens per forward call, e.g. 8,32 (f32 numerics; official: 32)")
-      ->delimiter(',');
+  auto* prompt_opt = cmd->add_option("-p,--prompt-tokens", a->prompt_tokens,
+                                     "Prompt lengths to prefill, e.g. 32,128")
+                         ->capture_default_str()
+                         ->delimiter(',');
+  auto* gen_opt = cmd->add_option("-n,--gen-tokens", a->gen_tokens,
+                                  "Tokens to decode after the prompt (--session: the reply's "
+                                  "budget, default 256)")
+                      ->capture_default_str()
+                      ->delimiter(',');
+  auto* chunk_opt =
+      cmd->add_option("--chunk", a->chunks,
+                      "Prefill tokens per forward call, e.g. 8,32 (f32 numerics; official: 32)")
+          ->delimiter(',');
   cmd->add_option("--isa", a->isas,
                   "Kernel ISAs to compare, e.g. scalar,avx2,avx512 or scalar,neon,dotprod "
                   "(default: fastest)")
@@ -311,7 +456,8 @@ void RegisterBench(CLI::App& app) {
   cmd->add_option("--warmup", a->warmup, "Unmeasured runs before each point")
       ->capture_default_str()
       ->check(CLI::Range(0, 100));
-  cmd->add_option("--seed", a->seed, "Seed of the random prompt ids")->capture_default_str();
+  auto* seed_opt =
+      cmd->add_option("--seed", a->seed, "Seed of the random prompt ids")->capture_default_str();
   auto* output =
       cmd->add_option("-o,--output", a->output,
                       "Output format: md (Markdown table), json, jsonl, csv, sql (CREATE TABLE + "
@@ -319,15 +465,36 @@ void RegisterBench(CLI::App& app) {
           ->capture_default_str()
           ->check(CLI::IsMember({"md", "json", "jsonl", "csv", "sql"}));
   cmd->add_flag("--json", a->json, "Same as -o json")->excludes(output);
-  cmd->add_option("--svg", a->svg_path,
-                  "Also write a plot of prefill and decode tok/s against the parameter that "
-                  "varies most (threads, prompt tokens, ...)")
-      ->type_name("FILE.svg");
-  cmd->add_option("--official", a->official_pkg,
-                  "Add rows for the official engine (WASM, run with node) from this npm package "
-                  "folder (node_modules/@tyler71/cactus-needle2), on the same prompts")
-      ->type_name("PKG_DIR");
-  cmd->callback([a] { RunBench(*a); });
+  auto* svg_opt =
+      cmd->add_option("--svg", a->svg_path,
+                      "Also write a plot of prefill and decode tok/s against the parameter that "
+                      "varies most (threads, prompt tokens, ...)")
+          ->type_name("FILE.svg");
+  auto* official_opt =
+      cmd->add_option(
+             "--official", a->official_pkg,
+             "Add rows for the official engine (WASM, run with node) from this npm package "
+             "folder (node_modules/@tyler71/cactus-needle2), on the same prompts")
+          ->type_name("PKG_DIR");
+  auto* session_opt =
+      cmd->add_option("--session", a->session_tools,
+                      "Measure the protocol instead: load, init (the tools prefix computed and "
+                      "read from a snapshot) and one reply per query, with these tools")
+          ->type_name("TOOLS.json");
+  for (CLI::Option* other : {prompt_opt, chunk_opt, seed_opt, svg_opt, official_opt})
+    session_opt->excludes(other);
+  cmd->add_option("--query", a->queries,
+                  "--session: the user turn (repeat for more; default: \"What is the weather like "
+                  "in Paris today?\")")
+      ->needs(session_opt)
+      ->type_name("TEXT");
+  cmd->add_option("--system", a->system, "--session: the system prompt")
+      ->needs(session_opt)
+      ->type_name("TEXT");
+  cmd->callback([a, gen_opt] {
+    a->gen_tokens_given = gen_opt->count() > 0;
+    RunBench(*a);
+  });
 }
 
 }  // namespace needle::cli

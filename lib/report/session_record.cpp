@@ -1,0 +1,197 @@
+// Session bench record renderers.
+#include "report/session_record.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <span>
+#include <utility>
+
+#include "report/render_text.h"
+#include "report/timer.h"
+
+namespace needle::report {
+
+namespace {
+
+std::vector<double> Milliseconds(const std::vector<double>& seconds) {
+  std::vector<double> ms = seconds;
+  for (double& v : ms) v *= 1e3;
+  return ms;
+}
+double MedianMs(const std::vector<double>& s) { return Median(s) * 1e3; }
+double MadMs(const std::vector<double>& s) { return MedianAbsDeviation(s) * 1e3; }
+
+// Columns of the CSV and SQL forms, in order (SQL type; the system's columns come first in SQL).
+constexpr std::pair<const char*, const char*> kColumns[] = {{"engine", "TEXT"},
+                                                            {"model", "TEXT"},
+                                                            {"model_sha256", "TEXT"},
+                                                            {"model_bytes", "INTEGER"},
+                                                            {"isa", "TEXT"},
+                                                            {"path", "TEXT"},
+                                                            {"threads", "INTEGER"},
+                                                            {"repetitions", "INTEGER"},
+                                                            {"budget", "INTEGER"},
+                                                            {"query", "TEXT"},
+                                                            {"prefix_tokens", "INTEGER"},
+                                                            {"turn_tokens", "INTEGER"},
+                                                            {"reply_tokens", "INTEGER"},
+                                                            {"reply_type", "TEXT"},
+                                                            {"load_ms", "REAL"},
+                                                            {"init_ms", "REAL"},
+                                                            {"init_cached_ms", "REAL"},
+                                                            {"reply_ms", "REAL"},
+                                                            {"peak_rss_bytes", "INTEGER"}};
+constexpr std::pair<const char*, const char*> kSystemColumns[] = {
+    {"needle_version", "TEXT"},   {"git_commit", "TEXT"}, {"cpu", "TEXT"},
+    {"logical_cores", "INTEGER"}, {"os", "TEXT"},         {"compiler", "TEXT"}};
+
+using Columns = std::span<const std::pair<const char*, const char*>>;
+
+// The values of kColumns for r; `text` quotes a string for the format.
+template <typename Quote>
+std::vector<std::string> Values(const SessionBenchRecord& r, Quote text, const char* missing) {
+  return {text(r.engine),
+          text(r.model),
+          text(r.model_sha256),
+          std::to_string(r.model_bytes),
+          text(r.isa),
+          text(r.path),
+          std::to_string(r.threads),
+          std::to_string(r.repetitions),
+          std::to_string(r.budget),
+          text(r.query),
+          std::to_string(r.prefix_tokens),
+          std::to_string(r.turn_tokens),
+          std::to_string(r.reply_tokens),
+          text(r.reply_type),
+          Number(MedianMs(r.load_s), missing),
+          Number(MedianMs(r.init_s), missing),
+          Number(MedianMs(r.init_cached_s), missing),
+          Number(MedianMs(r.reply_s), missing),
+          std::to_string(r.peak_rss_bytes)};
+}
+
+std::string MsCell(const std::vector<double>& s) {
+  return s.empty() ? std::string("-") : fmt::format("{:.2f} ± {:.2f}", MedianMs(s), MadMs(s));
+}
+
+}  // namespace
+
+nlohmann::ordered_json ToJson(const SessionBenchRecord& r) {
+  nlohmann::ordered_json j;
+  j["engine"] = r.engine;
+  j["scenario"] = "session";
+  j["model"] = r.model;
+  j["model_sha256"] = r.model_sha256;
+  j["isa"] = r.isa;
+  j["path"] = r.path;
+  j["threads"] = r.threads;
+  j["repetitions"] = r.repetitions;
+  j["budget"] = r.budget;
+  j["query"] = r.query;
+  j["prefix_tokens"] = r.prefix_tokens;
+  j["turn_tokens"] = r.turn_tokens;
+  j["reply_tokens"] = r.reply_tokens;
+  j["reply_type"] = r.reply_type;
+  const std::pair<const char*, const std::vector<double>*> times[] = {
+      {"load", &r.load_s},
+      {"init", &r.init_s},
+      {"init_cached", &r.init_cached_s},
+      {"reply", &r.reply_s}};
+  for (const auto& [name, samples] : times) {
+    j[fmt::format("{}_ms", name)] = MedianMs(*samples);
+    j[fmt::format("{}_ms_mad", name)] = MadMs(*samples);
+  }
+  for (const auto& [name, samples] : times)
+    j[fmt::format("{}_ms_samples", name)] = Milliseconds(*samples);
+  j["peak_rss_bytes"] = r.peak_rss_bytes;
+  j["model_bytes"] = r.model_bytes;
+  return j;
+}
+
+SessionBenchWriter::SessionBenchWriter(BenchFormat format, SystemInfo system)
+    : format_(format), system_(std::move(system)) {}
+
+std::string SessionBenchWriter::Begin() const {
+  switch (format_) {
+    case BenchFormat::kJson:
+      return fmt::format("{{\"system\": {},\n \"records\": [", Dump(SystemJson(system_)));
+    case BenchFormat::kJsonl:
+      return "";
+    case BenchFormat::kCsv: {
+      std::vector<std::string> names;
+      for (const auto& column : kColumns) names.emplace_back(column.first);
+      return fmt::format("{},cpu,git_commit\n", fmt::join(names, ","));
+    }
+    case BenchFormat::kSql: {
+      std::string out = fmt::format("CREATE TABLE IF NOT EXISTS {} (\n", kSqlTable);
+      bool first = true;
+      for (const auto& columns : {Columns(kSystemColumns), Columns(kColumns)})
+        for (const auto& [name, type] : columns) {
+          out += fmt::format("{}  {} {}", first ? "" : ",\n", name, type);
+          first = false;
+        }
+      return out + "\n);\n";
+    }
+    case BenchFormat::kMarkdown:
+      return fmt::format("cpu: {} ({} logical cores), {}, {}, needle {}{}\n\n", system_.cpu_model,
+                         system_.logical_cores, system_.os, system_.compiler, system_.version,
+                         system_.commit.empty() ? "" : " (" + system_.commit + ")") +
+             MdRow({"engine", "model", "isa", "path", "threads", "prefix", "turn", "reply",
+                    "load ms", "init ms", "init (cached prefix) ms", "reply ms", "peak RSS MiB"}) +
+             "| --- | --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | "
+             "---: |\n";
+  }
+  return {};
+}
+
+std::string SessionBenchWriter::Row(const SessionBenchRecord& r) {
+  const size_t index = rows_++;
+  switch (format_) {
+    case BenchFormat::kJson:
+      return fmt::format("{}\n  {}", index ? "," : "", Dump(ToJson(r)));
+    case BenchFormat::kJsonl: {
+      auto j = ToJson(r);
+      j["system"] = SystemJson(system_);
+      return Dump(j) + "\n";
+    }
+    case BenchFormat::kCsv:
+      return fmt::format("{},{},{}\n", fmt::join(Values(r, CsvField, ""), ","),
+                         CsvField(system_.cpu_model), system_.commit);
+    case BenchFormat::kSql: {
+      std::vector<std::string> names,
+          values = {SqlText(system_.version),   SqlText(system_.commit),
+                    SqlText(system_.cpu_model), std::to_string(system_.logical_cores),
+                    SqlText(system_.os),        SqlText(system_.compiler)};
+      for (const auto& columns : {Columns(kSystemColumns), Columns(kColumns)})
+        for (const auto& column : columns) names.emplace_back(column.first);
+      for (std::string& v : Values(r, SqlText, "NULL")) values.push_back(std::move(v));
+      return fmt::format("INSERT INTO {} ({}) VALUES ({});\n", kSqlTable, fmt::join(names, ", "),
+                         fmt::join(values, ", "));
+    }
+    case BenchFormat::kMarkdown:
+      return MdRow({r.engine, r.model, r.isa, r.path, std::to_string(r.threads),
+                    std::to_string(r.prefix_tokens), std::to_string(r.turn_tokens),
+                    fmt::format("{} {}", r.reply_tokens, r.reply_type), MsCell(r.load_s),
+                    MsCell(r.init_s), MsCell(r.init_cached_s), MsCell(r.reply_s),
+                    r.peak_rss_bytes
+                        ? fmt::format("{:.1f}", double(r.peak_rss_bytes) / (1024.0 * 1024.0))
+                        : std::string("-")});
+  }
+  return {};
+}
+
+std::string SessionBenchWriter::End() const {
+  switch (format_) {
+    case BenchFormat::kJson:
+      return std::string(rows_ ? "\n ]}\n" : "]}\n");
+    case BenchFormat::kMarkdown:
+      return "\nprefix / turn: tokens prefilled; reply: committed tokens and the reply's type; "
+             "times: median ± median absolute deviation.\n";
+    default:
+      return "";
+  }
+}
+
+}  // namespace needle::report
