@@ -87,4 +87,25 @@ print("needle prefill %.0f tok/s, official %.0f tok/s" % (rows[0]["prefill_tok_s
 PY
 }
 step "needle bench --official (rows for the official engine)" bench_official
+# needle bench --session --official: the same request through both engines; the engine's
+# needle_init / needle_complete return values must be our prefix and reply token counts.
+bench_session_official() {
+  "$native" bench examples/demo.cact --session examples/demo-tools.json -r 2 --warmup 0 -t 1 \
+    --query "What is the weather like in Paris today?" --query "Set a timer for 5 minutes" \
+    --official "$OFFICIAL_PKG" -o jsonl >build-wasm/bench-session-official.jsonl
+  python3 - build-wasm/bench-session-official.jsonl <<'PY'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+assert [r["engine"] for r in rows] == ["needle", "needle", "official", "official"], rows
+for ours, theirs in zip(rows[:2], rows[2:]):
+    assert ours["query"] == theirs["query"], (ours, theirs)
+    for key in ("prefix_tokens", "reply_tokens", "reply_type"):
+        assert ours[key] == theirs[key], (key, ours[key], theirs[key])
+    assert theirs["turn_tokens"] is None and len(theirs["init_ms_samples"]) == 2, theirs
+    print("%r: %d + %d tokens, %s; init %.1f vs %.1f ms, reply %.1f vs %.1f ms (needle vs official)"
+          % (ours["query"], ours["prefix_tokens"], ours["reply_tokens"], ours["reply_type"],
+             ours["init_ms"], theirs["init_ms"], ours["reply_ms"], theirs["reply_ms"]))
+PY
+}
+step "needle bench --session --official (the same requests through both engines)" bench_session_official
 echo "=== test-wasm: all passed in $((SECONDS - t_start)) s"

@@ -19,42 +19,73 @@ namespace needle::cli {
 
 namespace {
 
-// Kept alive: the official module reads the model in place from the buffer given to needle_load.
 constexpr const char* kScript = R"JS(
 const fs = require("node:fs");
 const path = require("node:path");
-const [pkg, model, queryFile, reps, warmup, maxTokens] = process.argv.slice(2);
-(async () => {
+const [pkg, model, queryFile, reps, warmup, maxTokens, toolsFile, systemFile] = process.argv.slice(2);
+const capacity = 1 << 20;
+// A fresh module instance with the model loaded; `load`: seconds for reading the file into the
+// module's memory and needle_load.
+async function engine() {
   const dir = path.join(path.resolve(pkg), "vendor", "wasm");
   const M = await require(path.join(dir, "needle.js"))({ locateFile: (f) => path.join(dir, f) });
-  const init = M.cwrap("needle_init", "number", ["string", "string", "string"]);
-  const complete = M.cwrap("needle_complete", "number", ["string", "number", "number", "number"]);
-  const reset = M.cwrap("needle_reset", null, []);
-  const capacity = 1 << 20;
-  const out = M._malloc(capacity);
+  const e = { M, out: M._malloc(capacity),
+    init: M.cwrap("needle_init", "number", ["string", "string", "string"]),
+    complete: M.cwrap("needle_complete", "number", ["string", "number", "number", "number"]),
+    reset: M.cwrap("needle_reset", null, []) };
   const t0 = performance.now();
   const bytes = fs.readFileSync(model);
   const ptr = M._malloc(bytes.length);
   M.HEAPU8.set(bytes, ptr);
   let rc;
   try { rc = M._needle_load(ptr, bytes.length); }
-  catch (e) { if (!(e instanceof TypeError)) throw e; rc = M._needle_load(ptr, BigInt(bytes.length)); }
+  catch (err) { if (!(err instanceof TypeError)) throw err; rc = M._needle_load(ptr, BigInt(bytes.length)); }
   if (rc < 0) { console.error(`needle_load returned ${rc}`); process.exit(4); }
-  console.log(JSON.stringify({ load: (performance.now() - t0) / 1000 }));
+  e.load = (performance.now() - t0) / 1000;
+  return e;
+}
+(async () => {
   const query = fs.readFileSync(queryFile, "utf8");
+  if (toolsFile) {
+    // The session scenario, each repetition in a fresh instance (the engine keeps the last
+    // prefix in memory: a second needle_init with the same tools skips the prefill, timed as
+    // init_cached): needle_init, one needle_complete, needle_init again. The return values are
+    // the prefix's and the reply's token counts.
+    const tools = fs.readFileSync(toolsFile, "utf8"), system = fs.readFileSync(systemFile, "utf8");
+    for (let i = -Number(warmup); i < Number(reps); i++) {
+      const e = await engine();
+      const t0 = performance.now();
+      const prefix = e.init(system, tools, "");
+      if (prefix < 0) { console.error(`needle_init returned ${prefix}`); process.exit(4); }
+      const t1 = performance.now();
+      const tokens = e.complete(query, Number(maxTokens), e.out, capacity);
+      const t2 = performance.now();
+      if (tokens < 0) { console.error(`needle_complete returned ${tokens}`); process.exit(4); }
+      const reply = JSON.parse(e.M.UTF8ToString(e.out));
+      const t3 = performance.now();
+      if (e.init(system, tools, "") !== prefix) { console.error("needle_init differed"); process.exit(4); }
+      const t4 = performance.now();
+      if (i >= 0) console.log(JSON.stringify({ load: e.load, init: (t1 - t0) / 1000,
+        reply: (t2 - t1) / 1000, init_cached: (t4 - t3) / 1000, prefix, tokens, type: reply.type }));
+    }
+    return;
+  }
+  // Kept alive: the official module reads the model in place from the buffer given to needle_load.
+  const e = await engine();
+  console.log(JSON.stringify({ load: e.load }));
   // One tool: with none the engine reports decode_tps 0.
   const tools = JSON.stringify([{ name: "note", description: "Write a note.", parameters: {
     type: "object", properties: { text: { type: "string" } }, required: ["text"] } }]);
   for (let i = -Number(warmup); i < Number(reps); i++) {
     const t0 = performance.now();
-    if (init("", tools, "") < 0) { console.error("needle_init failed"); process.exit(4); }
-    reset();
-    complete(query, Number(maxTokens), out, capacity);
+    if (e.init("", tools, "") < 0) { console.error("needle_init failed"); process.exit(4); }
+    e.reset();
+    e.complete(query, Number(maxTokens), e.out, capacity);
     const wall = (performance.now() - t0) / 1000;
-    const reply = JSON.parse(M.UTF8ToString(out));
+    const reply = JSON.parse(e.M.UTF8ToString(e.out));
     if (i >= 0) console.log(JSON.stringify({ prefill_tps: reply.prefill_tps, decode_tps: reply.decode_tps, wall }));
   }
-})().catch((e) => { console.error(String(e)); process.exit(70); });
+})().catch((err) => { console.error(String(err)); process.exit(70); });
 )JS";
 
 std::string ShellQuote(const std::string& s) {
@@ -115,17 +146,22 @@ OfficialBench::OfficialBench(std::string pkg_dir) : pkg_dir_(std::move(pkg_dir))
   }
 }
 
-report::BenchRecord OfficialBench::Run(const std::string& model_path,
-                                       const std::string& model_sha256, uint64_t model_bytes,
-                                       const std::string& query, int prompt_tokens, int gen_tokens,
-                                       int repetitions, int warmup) const {
+// Runs the script with these arguments (a text argument is written to a file in the script's
+// folder and passed by path); returns its stdout's non-empty lines, each a JSON object.
+std::vector<nlohmann::json> OfficialBench::RunScript(const std::vector<ScriptArg>& args) const {
   const TempDir dir;
   WriteText(dir.path / "bench.cjs", kScript);
-  WriteText(dir.path / "query.txt", query);
-  const std::string cmd =
-      fmt::format("node {} {} {} {} {} {} {}", ShellQuote((dir.path / "bench.cjs").string()),
-                  ShellQuote(pkg_dir_), ShellQuote(model_path),
-                  ShellQuote((dir.path / "query.txt").string()), repetitions, warmup, gen_tokens);
+  std::string cmd = fmt::format("node {} {}", ShellQuote((dir.path / "bench.cjs").string()),
+                                ShellQuote(pkg_dir_));
+  for (size_t i = 0; i < args.size(); ++i) {
+    std::string arg = args[i].value;
+    if (args[i].as_file) {
+      const auto file = dir.path / fmt::format("arg{}.txt", i);
+      WriteText(file, arg);
+      arg = file.string();
+    }
+    cmd += " " + ShellQuote(arg);
+  }
   FILE* pipe = ::popen(cmd.c_str(), "r");
   if (pipe == nullptr) Fail<IoError>("cannot start node for the official engine");
   std::string output;
@@ -137,7 +173,33 @@ report::BenchRecord OfficialBench::Run(const std::string& model_path,
     Fail<IoError>(
         "the official engine (node, {}) failed on {} (exit status {}); its message is "
         "above",
-        pkg_dir_, model_path, WIFEXITED(status) ? WEXITSTATUS(status) : status);
+        pkg_dir_, args.empty() ? std::string() : args[0].value,
+        WIFEXITED(status) ? WEXITSTATUS(status) : status);
+  std::vector<nlohmann::json> lines;
+  size_t start = 0;
+  while (start < output.size()) {
+    size_t end = output.find('\n', start);
+    if (end == std::string::npos) end = output.size();
+    const std::string line = output.substr(start, end - start);
+    start = end + 1;
+    if (line.empty()) continue;
+    auto j = nlohmann::json::parse(line, nullptr, false);
+    if (j.is_discarded() || !j.is_object())
+      Fail<IoError>("the official engine printed an unexpected line: {}", line);
+    lines.push_back(std::move(j));
+  }
+  return lines;
+}
+
+report::BenchRecord OfficialBench::Run(const std::string& model_path,
+                                       const std::string& model_sha256, uint64_t model_bytes,
+                                       const std::string& query, int prompt_tokens, int gen_tokens,
+                                       int repetitions, int warmup) const {
+  const std::vector<nlohmann::json> lines = RunScript({{model_path},
+                                                       {query, true},
+                                                       {std::to_string(repetitions)},
+                                                       {std::to_string(warmup)},
+                                                       {std::to_string(gen_tokens)}});
   report::BenchRecord r;
   r.engine = "official";
   r.model = model_path;
@@ -150,16 +212,7 @@ report::BenchRecord OfficialBench::Run(const std::string& model_path,
   r.gen_tokens = gen_tokens;
   r.chunk = 32;
   r.repetitions = repetitions;
-  size_t start = 0;
-  while (start < output.size()) {
-    size_t end = output.find('\n', start);
-    if (end == std::string::npos) end = output.size();
-    const std::string line = output.substr(start, end - start);
-    start = end + 1;
-    if (line.empty()) continue;
-    const auto j = nlohmann::json::parse(line, nullptr, false);
-    if (j.is_discarded() || !j.is_object())
-      Fail<IoError>("the official engine printed an unexpected line: {}", line);
+  for (const nlohmann::json& j : lines) {
     if (j.contains("load")) {
       r.load_seconds = j.value("load", 0.0);
       continue;
@@ -172,6 +225,44 @@ report::BenchRecord OfficialBench::Run(const std::string& model_path,
   }
   if (r.prefill_tok_s.size() != static_cast<size_t>(repetitions))
     Fail<IoError>("the official engine gave {} measurements, expected {}", r.prefill_tok_s.size(),
+                  repetitions);
+  return r;
+}
+
+report::SessionBenchRecord OfficialBench::RunSession(
+    const std::string& model_path, const std::string& model_sha256, uint64_t model_bytes,
+    const std::string& tools_json, const std::string& system, const std::string& query, int budget,
+    int repetitions, int warmup) const {
+  const std::vector<nlohmann::json> lines = RunScript({{model_path},
+                                                       {query, true},
+                                                       {std::to_string(repetitions)},
+                                                       {std::to_string(warmup)},
+                                                       {std::to_string(budget)},
+                                                       {tools_json, true},
+                                                       {system, true}});
+  report::SessionBenchRecord r;
+  r.engine = "official";
+  r.model = model_path;
+  r.model_sha256 = model_sha256;
+  r.model_bytes = model_bytes;
+  r.isa = "wasm";
+  r.path = "official";
+  r.threads = 1;
+  r.repetitions = repetitions;
+  r.budget = budget;
+  r.query = query;
+  r.turn_tokens = -1;  // not reported by the engine
+  for (const nlohmann::json& j : lines) {
+    r.load_s.push_back(j.value("load", 0.0));
+    r.init_s.push_back(j.value("init", 0.0));
+    r.init_cached_s.push_back(j.value("init_cached", 0.0));
+    r.reply_s.push_back(j.value("reply", 0.0));
+    r.prefix_tokens = j.value("prefix", 0);
+    r.reply_tokens = j.value("tokens", 0);
+    r.reply_type = j.value("type", std::string());
+  }
+  if (r.init_s.size() != static_cast<size_t>(repetitions))
+    Fail<IoError>("the official engine gave {} measurements, expected {}", r.init_s.size(),
                   repetitions);
   return r;
 }

@@ -3,9 +3,12 @@
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "report/bench_record.h"
+#include "report/session_record.h"
 
 namespace needle::cli {
 
@@ -23,7 +26,23 @@ class OfficialBench {
                           uint64_t model_bytes, const std::string& query, int prompt_tokens,
                           int gen_tokens, int repetitions, int warmup) const;
 
+  // The session scenario (`bench --session`), per repetition in a fresh module instance:
+  // needle_load (load), needle_init with `tools_json` and `system` (init), needle_complete(query,
+  // budget) (reply), needle_init again (init_cached: the engine keeps the last prefix in memory).
+  // The prefix and reply token counts are the calls' return values; the engine reports no turn
+  // length (turn_tokens -1).
+  report::SessionBenchRecord RunSession(const std::string& model_path,
+                                        const std::string& model_sha256, uint64_t model_bytes,
+                                        const std::string& tools_json, const std::string& system,
+                                        const std::string& query, int budget, int repetitions,
+                                        int warmup) const;
+
  private:
+  struct ScriptArg {
+    std::string value;
+    bool as_file = false;  // written to a file, passed by path (texts)
+  };
+  std::vector<nlohmann::json> RunScript(const std::vector<ScriptArg>& args) const;
   std::string pkg_dir_;
 };
 

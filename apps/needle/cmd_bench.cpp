@@ -154,7 +154,8 @@ std::string PlotRecords(const std::vector<report::BenchRecord>& records) {
 // read from the snapshot the first init of the point wrote (the prefix cache). One session is
 // alive at a time, so the peak RSS is one session's.
 void RunSessionBench(const BenchArgs& a, const std::vector<std::string>& models,
-                     const std::vector<std::string>& isas, bool progress, report::SystemInfo sys) {
+                     const std::vector<std::string>& isas, const OfficialBench* official,
+                     bool progress, report::SystemInfo sys) {
   const std::string tools_json = ReadTextInput(a.session_tools);
   const std::vector<std::string> queries =
       a.queries.empty() ? std::vector<std::string>{kDefaultSessionQuery} : a.queries;
@@ -248,6 +249,16 @@ void RunSessionBench(const BenchArgs& a, const std::vector<std::string>& models,
               if (progress) fmt::print(stderr, "\r{:60}\r", "");
               emit(writer.Row(r));
             }
+    if (official)
+      for (int budget : budgets)
+        for (const std::string& query : queries) {
+          if (progress) fmt::print(stderr, "\rofficial engine session   ");
+          const report::SessionBenchRecord r =
+              official->RunSession(model_path, sha, model_bytes, tools_json, a.system, query,
+                                   budget, a.repetitions, a.warmup);
+          if (progress) fmt::print(stderr, "\r{:60}\r", "");
+          emit(writer.Row(r));
+        }
   }
   emit(writer.End());
 }
@@ -283,10 +294,12 @@ void RunBench(const BenchArgs& a) {
   sys.isas = kernels::AvailableIsas();
   sys.commit = GitCommit();
   sys.build_type = BuildType();
-  if (!a.session_tools.empty()) return RunSessionBench(a, models, isas, progress, std::move(sys));
-  const std::vector<int> chunks = a.chunks.empty() ? std::vector<int>{32} : a.chunks;
   std::optional<OfficialBench> official;
   if (!a.official_pkg.empty()) official.emplace(a.official_pkg);  // checks node and the package
+  if (!a.session_tools.empty())
+    return RunSessionBench(a, models, isas, official ? &*official : nullptr, progress,
+                           std::move(sys));
+  const std::vector<int> chunks = a.chunks.empty() ? std::vector<int>{32} : a.chunks;
   report::BenchWriter writer(report::ParseBenchFormat(a.json ? "json" : a.output), sys);
   std::vector<report::BenchRecord> records;
   auto emit = [](const std::string& text) {
@@ -470,18 +483,17 @@ void RegisterBench(CLI::App& app) {
                       "Also write a plot of prefill and decode tok/s against the parameter that "
                       "varies most (threads, prompt tokens, ...)")
           ->type_name("FILE.svg");
-  auto* official_opt =
-      cmd->add_option(
-             "--official", a->official_pkg,
-             "Add rows for the official engine (WASM, run with node) from this npm package "
-             "folder (node_modules/@tyler71/cactus-needle2), on the same prompts")
-          ->type_name("PKG_DIR");
+  cmd->add_option("--official", a->official_pkg,
+                  "Add rows for the official engine (WASM, run with node) from this npm package "
+                  "folder (node_modules/@tyler71/cactus-needle2), on the same prompts (with "
+                  "--session: the same tools and queries)")
+      ->type_name("PKG_DIR");
   auto* session_opt =
       cmd->add_option("--session", a->session_tools,
                       "Measure the protocol instead: load, init (the tools prefix computed and "
                       "read from a snapshot) and one reply per query, with these tools")
           ->type_name("TOOLS.json");
-  for (CLI::Option* other : {prompt_opt, chunk_opt, seed_opt, svg_opt, official_opt})
+  for (CLI::Option* other : {prompt_opt, chunk_opt, seed_opt, svg_opt})
     session_opt->excludes(other);
   cmd->add_option("--query", a->queries,
                   "--session: the user turn (repeat for more; default: \"What is the weather like "

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <cmath>
 #include <span>
 #include <utility>
 
@@ -19,8 +20,14 @@ std::vector<double> Milliseconds(const std::vector<double>& seconds) {
   for (double& v : ms) v *= 1e3;
   return ms;
 }
-double MedianMs(const std::vector<double>& s) { return Median(s) * 1e3; }
-double MadMs(const std::vector<double>& s) { return MedianAbsDeviation(s) * 1e3; }
+// NaN for no samples (null / empty / NULL / "-" in the formats).
+double MedianMs(const std::vector<double>& s) { return s.empty() ? NAN : Median(s) * 1e3; }
+double MadMs(const std::vector<double>& s) { return s.empty() ? NAN : MedianAbsDeviation(s) * 1e3; }
+// A count, or `missing` when not known (negative).
+std::string Count(int n, const char* missing) { return n < 0 ? missing : std::to_string(n); }
+nlohmann::ordered_json JsonNumber(double v) {
+  return std::isfinite(v) ? nlohmann::ordered_json(v) : nlohmann::ordered_json(nullptr);
+}
 
 // Columns of the CSV and SQL forms, in order (SQL type; the system's columns come first in SQL).
 constexpr std::pair<const char*, const char*> kColumns[] = {{"engine", "TEXT"},
@@ -61,9 +68,9 @@ std::vector<std::string> Values(const SessionBenchRecord& r, Quote text, const c
           std::to_string(r.repetitions),
           std::to_string(r.budget),
           text(r.query),
-          std::to_string(r.prefix_tokens),
-          std::to_string(r.turn_tokens),
-          std::to_string(r.reply_tokens),
+          Count(r.prefix_tokens, missing),
+          Count(r.turn_tokens, missing),
+          Count(r.reply_tokens, missing),
           text(r.reply_type),
           Number(MedianMs(r.load_s), missing),
           Number(MedianMs(r.init_s), missing),
@@ -91,7 +98,8 @@ nlohmann::ordered_json ToJson(const SessionBenchRecord& r) {
   j["budget"] = r.budget;
   j["query"] = r.query;
   j["prefix_tokens"] = r.prefix_tokens;
-  j["turn_tokens"] = r.turn_tokens;
+  j["turn_tokens"] =
+      r.turn_tokens < 0 ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(r.turn_tokens);
   j["reply_tokens"] = r.reply_tokens;
   j["reply_type"] = r.reply_type;
   const std::pair<const char*, const std::vector<double>*> times[] = {
@@ -100,8 +108,8 @@ nlohmann::ordered_json ToJson(const SessionBenchRecord& r) {
       {"init_cached", &r.init_cached_s},
       {"reply", &r.reply_s}};
   for (const auto& [name, samples] : times) {
-    j[fmt::format("{}_ms", name)] = MedianMs(*samples);
-    j[fmt::format("{}_ms_mad", name)] = MadMs(*samples);
+    j[fmt::format("{}_ms", name)] = JsonNumber(MedianMs(*samples));
+    j[fmt::format("{}_ms_mad", name)] = JsonNumber(MadMs(*samples));
   }
   for (const auto& [name, samples] : times)
     j[fmt::format("{}_ms_samples", name)] = Milliseconds(*samples);
@@ -171,13 +179,12 @@ std::string SessionBenchWriter::Row(const SessionBenchRecord& r) {
                          fmt::join(values, ", "));
     }
     case BenchFormat::kMarkdown:
-      return MdRow({r.engine, r.model, r.isa, r.path, std::to_string(r.threads),
-                    std::to_string(r.prefix_tokens), std::to_string(r.turn_tokens),
-                    fmt::format("{} {}", r.reply_tokens, r.reply_type), MsCell(r.load_s),
-                    MsCell(r.init_s), MsCell(r.init_cached_s), MsCell(r.reply_s),
-                    r.peak_rss_bytes
-                        ? fmt::format("{:.1f}", double(r.peak_rss_bytes) / (1024.0 * 1024.0))
-                        : std::string("-")});
+      return MdRow(
+          {r.engine, r.model, r.isa, r.path, std::to_string(r.threads), Count(r.prefix_tokens, "-"),
+           Count(r.turn_tokens, "-"), fmt::format("{} {}", r.reply_tokens, r.reply_type),
+           MsCell(r.load_s), MsCell(r.init_s), MsCell(r.init_cached_s), MsCell(r.reply_s),
+           r.peak_rss_bytes ? fmt::format("{:.1f}", double(r.peak_rss_bytes) / (1024.0 * 1024.0))
+                            : std::string("-")});
   }
   return {};
 }

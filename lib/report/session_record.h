@@ -25,12 +25,13 @@ struct SessionBenchRecord {
   int repetitions = 0;
   int budget = 0;     // max new tokens of the reply
   std::string query;  // the user turn
-  // Token counts (the same in every repetition: the protocol is deterministic).
+  // Token counts (the same in every repetition: the protocol is deterministic); -1: not known.
   int prefix_tokens = 0;   // the tools prefix
   int turn_tokens = 0;     // the rendered user turn
   int reply_tokens = 0;    // committed tokens (the official return value)
   std::string reply_type;  // "call" or "respond"
-  // Seconds, one sample per repetition.
+  // Seconds, one sample per repetition (none: not measured, e.g. the official engine has no
+  // prefix cache; its one load is one sample).
   std::vector<double> load_s, init_s, init_cached_s, reply_s;
   uint64_t peak_rss_bytes = 0;  // this point's peak (reset before it where the OS allows)
   uint64_t model_bytes = 0;
