@@ -10,6 +10,8 @@
 #include <vector>
 
 #include "base/error.h"
+#include "format/layout.h"
+#include "model/decoder.h"
 
 #ifndef NEEDLE_TEST_DATA
 #error "NEEDLE_TEST_DATA must name tests/data"
@@ -38,6 +40,18 @@ void ExpectErrors(F&& f) {
     f();
   } catch (const needle::Error&) {
   }
+}
+
+// fuzz_prefix_snapshot: the key its files are written with, and the decoder they belong to (the
+// tiny model, official numerics, a window with 4 pinned positions, as a session's prefix).
+inline constexpr const char* kSnapshotKey = "fuzz prefix snapshot";
+inline model::DecoderConfig SnapshotDecoderConfig(const format::Geometry& g) {
+  model::DecoderConfig c;
+  c.kv_window = g.kv_window;
+  c.sink_len = g.kv_window ? 4 : 0;
+  c.max_positions = g.max_seq_len;
+  c.pool_heads = true;
+  return c;
 }
 
 }  // namespace needle::fuzz

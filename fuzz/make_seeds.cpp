@@ -11,6 +11,7 @@
 #include "format/cact.h"
 #include "format/safetensors.h"
 #include "fuzz_util.h"
+#include "model/snapshot_io.h"
 
 namespace fs = std::filesystem;
 using needle::fuzz::DataPath;
@@ -120,6 +121,30 @@ int main(int argc, char** argv) {
     const std::string st = Text((tmp / "dq" / needle::convert::kWeightsFile).string());
     Write("fuzz_safetensors", "tiny-head.safetensors",
           st.substr(0, std::min<size_t>(st.size(), 65536)));
+    fs::remove_all(tmp);
+  }
+  // A prefix snapshot of the tiny model after 9 tokens (4 pinned), the file without its magic
+  // and key (the harness adds them), and the same after 70 tokens (the window wrapped).
+  {
+    const CactFile f = CactFile::Open(DataPath("models/tiny.cact"));
+    const needle::model::Model model(f);
+    needle::model::Decoder dec(model, needle::fuzz::SnapshotDecoderConfig(f.geometry()));
+    const fs::path tmp = g_out / "tmp-snapshot";
+    fs::create_directories(tmp);
+    for (const size_t n : {9, 70}) {
+      std::vector<int32_t> ids(n);
+      for (size_t i = 0; i < n; ++i) ids[i] = static_cast<int32_t>(5 + i % 40);
+      std::vector<float> logits(f.geometry().vocab);
+      dec.Reset();
+      dec.Prefill(ids, logits);
+      needle::model::Snapshot snap;
+      dec.Save(&snap);
+      const std::string path = (tmp / "s.prefix").string();
+      needle::model::WriteSnapshotFile(path, needle::fuzz::kSnapshotKey, snap, logits);
+      const std::string file = Text(path);
+      const size_t header = 8 + 4 + std::string(needle::fuzz::kSnapshotKey).size();
+      Write("fuzz_prefix_snapshot", "after" + std::to_string(n), file.substr(header));
+    }
     fs::remove_all(tmp);
   }
   std::printf("make_seeds: wrote %s\n", g_out.string().c_str());
