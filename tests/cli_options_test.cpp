@@ -1,7 +1,10 @@
 // The global options (--version, --log-level, NEEDLE_LOG_LEVEL, --quiet) and bench's models list,
 // streamed rows and output formats (a real Markdown table, SQL a database accepts).
+#include <stdlib.h>
+
 #include <algorithm>
 #include <catch2/catch.hpp>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <regex>
@@ -289,6 +292,52 @@ TEST_CASE("bench --session: load, init computed and from a snapshot, a reply lik
   r = RunCli({"bench", demo, "--session", tools, "-n", "4096", "-r", "1"});  // demo: 2,048
   CHECK(r.exit_code == 2);
   CHECK(r.err.find("max_seq_len") != std::string::npos);
+}
+
+TEST_CASE("run: NEEDLE_PREFIX_CACHE is the default prefix cache, an unwritable one only warns",
+          "[cli][cache]") {
+  const std::string demo = std::string(NEEDLE_EXAMPLES_DIR) + "/demo.cact";
+  const std::string tools = std::string(NEEDLE_EXAMPLES_DIR) + "/demo-tools.json";
+  const std::string query = "Set a timer for 5 minutes";
+  TempDir dir;
+  const CliResult plain = RunCli({"run", demo, "--tools", tools, query});
+  REQUIRE(plain.exit_code == 0);
+  auto prompt_tokens = [](const std::string& report) {
+    const auto bytes = ReadBytes(report);
+    return json::parse(std::string(bytes.begin(), bytes.end()))["records"][0]["prompt_tokens"]
+        .get<int>();
+  };
+  const std::string cache = dir / "cache";
+  REQUIRE(::setenv("NEEDLE_PREFIX_CACHE", cache.c_str(), 1) == 0);
+  const CliResult first =
+      RunCli({"run", demo, "--tools", tools, "--report", dir / "1.json", query});
+  const CliResult second =
+      RunCli({"run", demo, "--tools", tools, "--report", dir / "2.json", query});
+  // --print-prompt decodes nothing: the variable does not count as a conflicting option there.
+  const CliResult prompt = RunCli({"run", demo, "--tools", tools, "--print-prompt", query});
+  ::unsetenv("NEEDLE_PREFIX_CACHE");
+  REQUIRE(first.exit_code == 0);
+  REQUIRE(second.exit_code == 0);
+  CHECK(prompt.exit_code == 0);
+  // The envelopes up to their timings (prefill_tps, decode_tps, peak_ram_mb vary by run).
+  auto reply = [](const std::string& envelope) {
+    return envelope.substr(0, envelope.find(",\"prefill_tps\":"));
+  };
+  REQUIRE(reply(plain.out).find("\"confidence\":") != std::string::npos);
+  CHECK(reply(first.out) == reply(plain.out));
+  CHECK(reply(second.out) == reply(plain.out));
+  size_t files = 0;
+  for (const auto& e : std::filesystem::directory_iterator(cache))
+    files += e.path().extension() == ".prefix";
+  CHECK(files == 1);
+  // The first run prefilled the prefix and the turn; the second only the turn.
+  CHECK(prompt_tokens(dir / "2.json") < prompt_tokens(dir / "1.json"));
+  // A folder that cannot be created: the same reply, exit 0, a warning naming it.
+  const CliResult unwritable =
+      RunCli({"run", demo, "--tools", tools, "--prefix-cache", "/proc/no-such-dir/x", query});
+  CHECK(unwritable.exit_code == 0);
+  CHECK(reply(unwritable.out) == reply(plain.out));
+  CHECK(unwritable.err.find("/proc/no-such-dir/x") != std::string::npos);
 }
 
 TEST_CASE("bench Markdown escapes pipes in cells", "[report][bench]") {

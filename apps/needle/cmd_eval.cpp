@@ -96,7 +96,7 @@ void Eval(const EvalArgs& a) {
   session::SessionConfig cfg;
   cfg.threads = a.threads.Resolve();
   cfg.numerics = model::ParseNumericPath(a.numerics.numerics);
-  cfg.prefix_cache_dir = a.prefix_cache;
+  cfg.prefix_cache_dir = PrefixCacheDir(a.prefix_cache);
   cfg.kernels = a.isa.empty() ? nullptr : &kernels::KernelsFor(a.isa);
   cfg.protocol.compat.enforce_value_limits = a.schema.enforce;
   session::SessionPool pool(file, cfg);
@@ -248,7 +248,8 @@ void RegisterEval(CLI::App& app) {
       ->check(CLI::Range(0.0, 1.0));
   a->schema.Attach(cmd);
   cmd->add_option("--prefix-cache", a->prefix_cache,
-                  "Folder of persisted tools-prefix states (as needle run --prefix-cache)");
+                  "Folder of persisted tools-prefix states (as needle run --prefix-cache; default: "
+                  "$NEEDLE_PREFIX_CACHE)");
   a->threads.Attach(cmd);
   a->numerics.Attach(cmd);
   cmd->add_option("--isa", a->isa, "Force a kernel ISA (scalar, avx2, avx512); default: fastest");

@@ -398,7 +398,7 @@ void Run(RunArgs& a) {
   session::SessionConfig cfg;
   cfg.threads = a.threads.Resolve();
   cfg.numerics = model::ParseNumericPath(a.numerics.numerics);
-  cfg.prefix_cache_dir = a.prefix_cache;
+  cfg.prefix_cache_dir = PrefixCacheDir(a.prefix_cache);
   cfg.kernels = a.isa.empty() ? nullptr : &kernels::KernelsFor(a.isa);
   cfg.protocol.trace = report::LogEnabled("trace");  // --trace or --log-level trace
   cfg.protocol.conf_rescore = std::getenv("NEEDLE_CONF_RESCORE") != nullptr;  // as the engine
@@ -503,7 +503,8 @@ void RegisterRun(CLI::App& app) {
   auto* prefix_cache = cmd->add_option(
       "--prefix-cache", a->prefix_cache,
       "Folder of persisted tools-prefix states: reuse the prefix of the same model, "
-      "tools, system and numerics instead of prefilling it (written on a miss)");
+      "tools, system and numerics instead of prefilling it (written on a miss; default: "
+      "$NEEDLE_PREFIX_CACHE)");
   auto* max_tokens =
       cmd->add_option("-n,--max-tokens", a->max_tokens, "Token budget per reply (max_new_tokens)")
           ->default_val(256);

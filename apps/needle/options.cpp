@@ -5,6 +5,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <iostream>
 #include <iterator>
 
@@ -149,6 +150,12 @@ std::vector<std::string> ProtectBracketedArguments(const CLI::App& app, int argc
   }
   std::reverse(args.begin(), args.end());  // CLI11 takes them last first
   return args;
+}
+
+std::string PrefixCacheDir(const std::string& option_value) {
+  if (!option_value.empty()) return option_value;
+  const char* env = std::getenv("NEEDLE_PREFIX_CACHE");
+  return env != nullptr ? std::string(env) : std::string();
 }
 
 std::string ReadTextInput(const std::string& path) {

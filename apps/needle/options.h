@@ -71,4 +71,8 @@ std::vector<std::string> ProtectBracketedArguments(const CLI::App& app, int argc
 // Throws IoError naming the file.
 std::string ReadTextInput(const std::string& path);
 
+// The tools-prefix cache folder of run and eval: --prefix-cache DIR when given, else the
+// environment's NEEDLE_PREFIX_CACHE (unset or empty: no cache).
+std::string PrefixCacheDir(const std::string& option_value);
+
 }  // namespace needle::cli

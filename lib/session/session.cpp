@@ -259,8 +259,15 @@ void Session::LoadPrefix() {
     if (config_.keep_prefix_state || (!retrieval_ && !cache_path.empty()))
       decoder_->Save(&prefix_snapshot_);
     if (!retrieval_ && !cache_path.empty()) {
-      std::filesystem::create_directories(config_.prefix_cache_dir);
-      model::WriteSnapshotFile(cache_path, prefix_cache_key_, prefix_snapshot_, logits_);
+      // The cache only saves time: a folder or file that cannot be written is reported and the
+      // session goes on without it (the reply is the same).
+      try {
+        std::filesystem::create_directories(config_.prefix_cache_dir);
+        model::WriteSnapshotFile(cache_path, prefix_cache_key_, prefix_snapshot_, logits_);
+      } catch (const std::exception& e) {
+        spdlog::warn("prefix cache {}: cannot write the tools prefix ({}); continuing without it",
+                     config_.prefix_cache_dir, e.what());
+      }
     }
   }
   if (!config_.keep_prefix_state) prefix_snapshot_ = model::Snapshot{};  // Reset loads it again
