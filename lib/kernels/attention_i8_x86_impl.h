@@ -124,9 +124,17 @@ void AttendX86(const I8Queries& q, const I8KvView& kv, const uint32_t* slots, si
   for (size_t i = 0; i < count; ++i) {
     const size_t slot = slots[i];
     const int8_t* krow = kv.k + slot * kvd;
-    if (i + kPrefetchKeys < count) {  // the key row (the view's codes) a few keys ahead
-      const char* next = reinterpret_cast<const char*>(kv.k + slots[i + kPrefetchKeys] * kvd);
-      for (size_t off = 0; off < kv.kv_heads * hd; off += 64) _mm_prefetch(next + off, _MM_HINT_T0);
+    if (i + kPrefetchKeys < count) {
+      // The key row (the view's codes) a few keys ahead, and its value row for step 3: the V
+      // passes (one per kv head) then find every row in cache instead of waiting for L3 on each
+      // key (they read the ring through the slot list, one 64-byte line per row and pass).
+      const size_t next_slot = slots[i + kPrefetchKeys];
+      const char* next_k = reinterpret_cast<const char*>(kv.k + next_slot * kvd);
+      const char* next_v = reinterpret_cast<const char*>(kv.v + next_slot * kvd);
+      for (size_t off = 0; off < kv.kv_heads * hd; off += 64) {
+        _mm_prefetch(next_k + off, _MM_HINT_T0);
+        _mm_prefetch(next_v + off, _MM_HINT_T0);
+      }
     }
     const float* ks = kv.k_scale + slot * kvb;
     for (size_t e0 = 0; e0 < E; e0 += 8) {
