@@ -89,9 +89,19 @@ void AttendArm(const I8Queries& q, const I8KvView& kv, const uint32_t* slots, si
   if (hd == 0 || hd % kAttendBlock != 0 || kv.kv_heads == 0 || H % kv.kv_heads != 0)
     return AttendI8Reference(q, kv, slots, count, expf_array, scores, o);
   const size_t group = H / kv.kv_heads, nb = hd / kAttendBlock, kvb = kvd / kAttendBlock;
-  // Scores, key-major [count, H].
+  // Scores, key-major [count, H]. The ring is read through the slot list: the key and value rows
+  // of the key 8 ahead are prefetched (the value rows for the V passes below, one per kv head),
+  // as on x86. A hint only: the results do not change.
+  constexpr size_t kPrefetchKeys = 8;
   for (size_t i = 0; i < count; ++i) {
     const size_t slot = slots[i];
+    if (i + kPrefetchKeys < count) {
+      const size_t next = slots[i + kPrefetchKeys];
+      for (size_t off = 0; off < kv.kv_heads * hd; off += 64) {
+        __builtin_prefetch(kv.k + next * kvd + off, 0, 3);
+        __builtin_prefetch(kv.v + next * kvd + off, 0, 3);
+      }
+    }
     for (size_t h = 0; h < H; ++h) {
       const size_t g = h / group;
       const int8_t* qh = q.q + h * hd;
