@@ -148,14 +148,11 @@ std::string BenchWriter::Begin() const {
       return out + "\n);\n";
     }
     case BenchFormat::kMarkdown:
-      return fmt::format("cpu: {} ({} logical cores), {}, {}, needle {}{}\n\n", system_.cpu_model,
-                         system_.logical_cores, system_.os, system_.compiler, system_.version,
-                         system_.commit.empty() ? "" : " (" + system_.commit + ")") +
-             MdRow({"engine", "model", "isa", "path", "threads", "pp", "tg", "chunk", "load s",
-                    "first token ms", "prefill tok/s", "decode tok/s", "pg tok/s",
-                    "% of read ceiling", "peak RSS MiB"}) +
-             "| --- | --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | "
-             "---: | ---: | ---: |\n";
+      return MdTableStart(system_,
+                          {"engine", "model", "isa", "path", "threads", "pp", "tg", "chunk",
+                           "load s", "first token ms", "prefill tok/s", "decode tok/s", "pg tok/s",
+                           "% of read ceiling", "peak RSS MiB"},
+                          4);
   }
   return {};
 }
@@ -164,12 +161,8 @@ std::string BenchWriter::Row(const BenchRecord& r) {
   const size_t index = rows_++;
   switch (format_) {
     case BenchFormat::kJson:
-      return fmt::format("{}\n  {}", index ? "," : "", Dump(ToJson(r)));
-    case BenchFormat::kJsonl: {
-      auto j = ToJson(r);
-      j["system"] = SystemJson(system_);
-      return Dump(j) + "\n";
-    }
+    case BenchFormat::kJsonl:
+      return JsonRecordText(ToJson(r), system_, format_ == BenchFormat::kJsonl, index);
     case BenchFormat::kCsv:
       return fmt::format(
           "{},{},{},{},{},{},{},{},{},{},{:.4f},{:.3f},{:.3f},{:.2f},{:.2f},{:.2f},{:.3f},{},{:.2f}"

@@ -65,4 +65,22 @@ std::string Dump(const nlohmann::ordered_json& j) {
   return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
+std::string MdTableStart(const SystemInfo& s, const std::vector<std::string>& columns,
+                         size_t left) {
+  std::string out = fmt::format("cpu: {} ({} logical cores), {}, {}, needle {}{}\n\n", s.cpu_model,
+                                s.logical_cores, s.os, s.compiler, s.version,
+                                s.commit.empty() ? "" : " (" + s.commit + ")");
+  out += MdRow(columns);
+  out += "|";
+  for (size_t i = 0; i < columns.size(); ++i) out += i < left ? " --- |" : " ---: |";
+  return out + "\n";
+}
+
+std::string JsonRecordText(nlohmann::ordered_json record, const SystemInfo& s, bool jsonl,
+                           size_t index) {
+  if (!jsonl) return fmt::format("{}\n  {}", index ? "," : "", Dump(record));
+  record["system"] = SystemJson(s);
+  return Dump(record) + "\n";
+}
+
 }  // namespace needle::report

@@ -23,4 +23,12 @@ nlohmann::ordered_json SystemJson(const SystemInfo& s);
 // Compact JSON; invalid UTF-8 in strings is replaced, never thrown on.
 std::string Dump(const nlohmann::ordered_json& j);
 
+// The Markdown forms' first lines: the system, then the table's header and alignment rows
+// (`left` columns left-aligned, then the rest right-aligned).
+std::string MdTableStart(const SystemInfo& s, const std::vector<std::string>& columns, size_t left);
+// One record in the json form (`index` > 0: after a comma) or the jsonl form (a line with the
+// system inside).
+std::string JsonRecordText(nlohmann::ordered_json record, const SystemInfo& s, bool jsonl,
+                           size_t index);
+
 }  // namespace needle::report

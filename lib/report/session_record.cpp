@@ -143,13 +143,11 @@ std::string SessionBenchWriter::Begin() const {
       return out + "\n);\n";
     }
     case BenchFormat::kMarkdown:
-      return fmt::format("cpu: {} ({} logical cores), {}, {}, needle {}{}\n\n", system_.cpu_model,
-                         system_.logical_cores, system_.os, system_.compiler, system_.version,
-                         system_.commit.empty() ? "" : " (" + system_.commit + ")") +
-             MdRow({"engine", "model", "isa", "path", "threads", "prefix", "turn", "reply",
-                    "load ms", "init ms", "init (cached prefix) ms", "reply ms", "peak RSS MiB"}) +
-             "| --- | --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | "
-             "---: |\n";
+      return MdTableStart(
+          system_,
+          {"engine", "model", "isa", "path", "threads", "prefix", "turn", "reply", "load ms",
+           "init ms", "init (cached prefix) ms", "reply ms", "peak RSS MiB"},
+          4);
   }
   return {};
 }
@@ -158,12 +156,8 @@ std::string SessionBenchWriter::Row(const SessionBenchRecord& r) {
   const size_t index = rows_++;
   switch (format_) {
     case BenchFormat::kJson:
-      return fmt::format("{}\n  {}", index ? "," : "", Dump(ToJson(r)));
-    case BenchFormat::kJsonl: {
-      auto j = ToJson(r);
-      j["system"] = SystemJson(system_);
-      return Dump(j) + "\n";
-    }
+    case BenchFormat::kJsonl:
+      return JsonRecordText(ToJson(r), system_, format_ == BenchFormat::kJsonl, index);
     case BenchFormat::kCsv:
       return fmt::format("{},{},{}\n", fmt::join(Values(r, CsvField, ""), ","),
                          CsvField(system_.cpu_model), system_.commit);
