@@ -240,8 +240,7 @@ TEST_CASE("bench: chunk sizes, first-token and pg times, an SVG plot, refused co
 
 TEST_CASE("bench --session: load, init computed and from a snapshot, a reply like run's",
           "[cli][bench]") {
-  const std::string demo = std::string(NEEDLE_EXAMPLES_DIR) + "/demo.cact";
-  const std::string tools = std::string(NEEDLE_EXAMPLES_DIR) + "/demo-tools.json";
+  const std::string demo = ExamplePath("demo.cact"), tools = ExamplePath("demo-tools.json");
   const std::vector<std::string> queries = {"What is the weather like in Paris today?",
                                             "Set a timer for 5 minutes"};
   CliResult r = RunCli({"bench", demo, "--session", tools, "--query", queries[0], "--query",
@@ -296,8 +295,7 @@ TEST_CASE("bench --session: load, init computed and from a snapshot, a reply lik
 
 TEST_CASE("run: NEEDLE_PREFIX_CACHE is the default prefix cache, an unwritable one only warns",
           "[cli][cache]") {
-  const std::string demo = std::string(NEEDLE_EXAMPLES_DIR) + "/demo.cact";
-  const std::string tools = std::string(NEEDLE_EXAMPLES_DIR) + "/demo-tools.json";
+  const std::string demo = ExamplePath("demo.cact"), tools = ExamplePath("demo-tools.json");
   const std::string query = "Set a timer for 5 minutes";
   TempDir dir;
   const CliResult plain = RunCli({"run", demo, "--tools", tools, query});

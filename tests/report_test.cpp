@@ -79,16 +79,18 @@ TEST_CASE("session bench records render in every format with as many values as c
   CHECK(j["records"][0]["query"] == r.query);
   const std::string jsonl = render(BenchFormat::kJsonl);
   CHECK(nlohmann::json::parse(jsonl.substr(0, jsonl.find('\n')))["system"]["cpu"] == sys.cpu_model);
-  // CSV: every row has the header's field count (quoted fields may hold commas).
-  auto fields = [](const std::string& line) {
+  // Comma-separated items of s, commas inside `quote`-quoted text not counting.
+  auto items = [](const std::string& s, char quote) {
     size_t n = 1;
     bool quoted = false;
-    for (char c : line) {
-      if (c == '"') quoted = !quoted;
+    for (char c : s) {
+      if (c == quote) quoted = !quoted;
       if (c == ',' && !quoted) ++n;
     }
     return n;
   };
+  // CSV: every row has the header's field count (quoted fields may hold commas).
+  auto fields = [&](const std::string& line) { return items(line, '"'); };
   const std::string csv = render(BenchFormat::kCsv);
   std::vector<std::string> lines;
   for (size_t at = 0, end; at < csv.size(); at = end + 1) {
@@ -105,16 +107,7 @@ TEST_CASE("session bench records render in every format with as many values as c
   const size_t names_end = sql.find(") VALUES (", insert);
   const std::string names = sql.substr(insert, names_end - insert);
   const std::string values = sql.substr(names_end, sql.find(");\n", names_end) - names_end);
-  auto sql_items = [](const std::string& s) {
-    size_t n = 1;
-    bool quoted = false;
-    for (char c : s) {
-      if (c == '\'') quoted = !quoted;
-      if (c == ',' && !quoted) ++n;
-    }
-    return n;
-  };
-  CHECK(sql_items(names) == sql_items(values));
+  CHECK(items(names, '\'') == items(values, '\''));
   CHECK(sql.find("reply_ms REAL") != std::string::npos);
   // Markdown: a pipe in a cell is escaped, so both rows have the header's cells.
   const std::string md = render(BenchFormat::kMarkdown);

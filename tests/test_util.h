@@ -20,6 +20,12 @@ inline std::string DataPath(const std::string& rel) {
   return std::string(NEEDLE_TEST_DATA) + "/" + rel;
 }
 inline std::string ModelPath(const std::string& name) { return DataPath("models/" + name); }
+#ifdef NEEDLE_EXAMPLES_DIR  // (needle_tests; not the WASM kernel-test build)
+// A file of the repository's examples/ (the trained demo model and its tools).
+inline std::string ExamplePath(const std::string& name) {
+  return std::string(NEEDLE_EXAMPLES_DIR) + "/" + name;
+}
+#endif
 
 // The lines of a text (a last line without its newline included).
 inline std::vector<std::string> Lines(const std::string& text) {

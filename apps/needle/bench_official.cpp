@@ -131,6 +131,21 @@ void WriteText(const std::filesystem::path& p, const std::string& text) {
   if (!f) Fail<IoError>("{}: cannot write", p.string());
 }
 
+// The fields every official-engine record shares: the engine, the model, its WASM build, one
+// thread.
+template <class Record>
+void FillOfficial(Record* r, const std::string& model_path, const std::string& model_sha256,
+                  uint64_t model_bytes, int repetitions) {
+  r->engine = "official";
+  r->model = model_path;
+  r->model_sha256 = model_sha256;
+  r->model_bytes = model_bytes;
+  r->isa = "wasm";
+  r->path = "official";
+  r->threads = 1;
+  r->repetitions = repetitions;
+}
+
 }  // namespace
 
 OfficialBench::OfficialBench(std::string pkg_dir) : pkg_dir_(std::move(pkg_dir)) {
@@ -201,17 +216,10 @@ report::BenchRecord OfficialBench::Run(const std::string& model_path,
                                                        {std::to_string(warmup)},
                                                        {std::to_string(gen_tokens)}});
   report::BenchRecord r;
-  r.engine = "official";
-  r.model = model_path;
-  r.model_sha256 = model_sha256;
-  r.model_bytes = model_bytes;
-  r.isa = "wasm";
-  r.path = "official";
-  r.threads = 1;
+  FillOfficial(&r, model_path, model_sha256, model_bytes, repetitions);
   r.prompt_tokens = prompt_tokens;
   r.gen_tokens = gen_tokens;
   r.chunk = 32;
-  r.repetitions = repetitions;
   for (const nlohmann::json& j : lines) {
     if (j.contains("load")) {
       r.load_seconds = j.value("load", 0.0);
@@ -241,14 +249,7 @@ report::SessionBenchRecord OfficialBench::RunSession(
                                                        {tools_json, true},
                                                        {system, true}});
   report::SessionBenchRecord r;
-  r.engine = "official";
-  r.model = model_path;
-  r.model_sha256 = model_sha256;
-  r.model_bytes = model_bytes;
-  r.isa = "wasm";
-  r.path = "official";
-  r.threads = 1;
-  r.repetitions = repetitions;
+  FillOfficial(&r, model_path, model_sha256, model_bytes, repetitions);
   r.budget = budget;
   r.query = query;
   r.turn_tokens = -1;  // not reported by the engine

@@ -88,14 +88,8 @@ nlohmann::ordered_json ToJson(const BenchRecord& r) {
 
 namespace {
 
-// The SQL columns, in order, with their types: the system, the parameters, the results.
+// The SQL columns after the system's, in order, with their types: the parameters, the results.
 constexpr std::pair<const char*, const char*> kSqlColumns[] = {
-    {"needle_version", "TEXT"},
-    {"git_commit", "TEXT"},
-    {"cpu", "TEXT"},
-    {"logical_cores", "INTEGER"},
-    {"os", "TEXT"},
-    {"compiler", "TEXT"},
     {"engine", "TEXT"},
     {"model", "TEXT"},
     {"model_sha256", "TEXT"},
@@ -131,22 +125,15 @@ BenchWriter::BenchWriter(BenchFormat format, SystemInfo system)
 std::string BenchWriter::Begin() const {
   switch (format_) {
     case BenchFormat::kJson:
-      return fmt::format("{{\"system\": {},\n \"records\": [", Dump(SystemJson(system_)));
+      return JsonBegin(system_);
     case BenchFormat::kJsonl:
       return "";
     case BenchFormat::kCsv:
       return "engine,model,model_sha256,isa,path,threads,prompt_tokens,gen_tokens,chunk,"
              "repetitions,load_seconds,tokenize_ms,first_token_ms,prefill_tok_s,decode_tok_s,"
              "pg_tok_s,total_ms,peak_rss_bytes,decode_ceiling_tok_s,cpu,git_commit\n";
-    case BenchFormat::kSql: {
-      std::string out = fmt::format("CREATE TABLE IF NOT EXISTS {} (\n", kSqlTable);
-      bool first = true;
-      for (const auto& [name, type] : kSqlColumns) {
-        out += fmt::format("{}  {} {}", first ? "" : ",\n", name, type);
-        first = false;
-      }
-      return out + "\n);\n";
-    }
+    case BenchFormat::kSql:
+      return SqlCreateTable(kSqlTable, kSqlColumns);
     case BenchFormat::kMarkdown:
       return MdTableStart(system_,
                           {"engine", "model", "isa", "path", "threads", "pp", "tg", "chunk",
@@ -175,12 +162,6 @@ std::string BenchWriter::Row(const BenchRecord& r) {
           CsvField(system_.cpu_model), system_.commit);
     case BenchFormat::kSql: {
       const std::vector<std::string> values = {
-          SqlText(system_.version),
-          SqlText(system_.commit),
-          SqlText(system_.cpu_model),
-          std::to_string(system_.logical_cores),
-          SqlText(system_.os),
-          SqlText(system_.compiler),
           SqlText(r.engine),
           SqlText(r.model),
           SqlText(r.model_sha256),
@@ -207,10 +188,7 @@ std::string BenchWriter::Row(const BenchRecord& r) {
           std::to_string(r.weight_bytes_per_token),
           Number(r.read_bytes_per_s / 1e9, "NULL"),
           Number(r.decode_ceiling_tok_s(), "NULL")};
-      std::vector<std::string> names;
-      for (const auto& column : kSqlColumns) names.emplace_back(column.first);
-      return fmt::format("INSERT INTO {} ({}) VALUES ({});\n", kSqlTable, fmt::join(names, ", "),
-                         fmt::join(values, ", "));
+      return SqlInsert(kSqlTable, kSqlColumns, system_, values);
     }
     case BenchFormat::kMarkdown:
       return MdRow(
@@ -227,22 +205,26 @@ std::string BenchWriter::Row(const BenchRecord& r) {
            r.decode_ceiling_tok_s() > 0
                ? fmt::format("{:.0f}% of {:.0f}", PercentOfCeiling(r), r.decode_ceiling_tok_s())
                : std::string("-"),
-           r.peak_rss_bytes ? fmt::format("{:.1f}", double(r.peak_rss_bytes) / (1024.0 * 1024.0))
-                            : std::string("-")});
+           MdMiB(r.peak_rss_bytes)});
   }
   return {};
 }
 
-std::string BenchWriter::End() const {
-  switch (format_) {
+std::string WriterEnd(BenchFormat f, size_t rows, const char* md_footnote) {
+  switch (f) {
     case BenchFormat::kJson:
-      return std::string(rows_ ? "\n ]}\n" : "]}\n");
+      return JsonEnd(rows);
     case BenchFormat::kMarkdown:
-      return "\n% of read ceiling: the decode median against the weights one decoded token reads "
-             "divided by one thread's read bandwidth, measured after each point.\n";
+      return fmt::format("\n{}\n", md_footnote);
     default:
       return "";
   }
+}
+
+std::string BenchWriter::End() const {
+  return WriterEnd(format_, rows_,
+                   "% of read ceiling: the decode median against the weights one decoded token "
+                   "reads divided by one thread's read bandwidth, measured after each point.");
 }
 
 std::string Render(const std::vector<BenchRecord>& records, const SystemInfo& sys, BenchFormat f) {

@@ -52,6 +52,10 @@ BenchFormat ParseBenchFormat(const std::string& s);  // throws UsageError
 
 nlohmann::ordered_json ToJson(const BenchRecord& r);
 
+// What a writer prints after its `rows` records: the json form's closing brackets, the Markdown
+// form's footnote; nothing for the others.
+std::string WriterEnd(BenchFormat f, size_t rows, const char* md_footnote);
+
 // Renders records one at a time, so each can be printed as its point finishes: Begin() once,
 // Row() per record, End() once; the concatenation is one valid document of the format (the
 // Markdown table, one JSON document, JSONL lines, CSV with its header, SQL statements).

@@ -2,6 +2,7 @@
 #include "report/render_text.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <cmath>
 
@@ -65,6 +66,41 @@ std::string Dump(const nlohmann::ordered_json& j) {
   return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
+namespace {
+constexpr std::pair<const char*, const char*> kSystemColumns[] = {
+    {"needle_version", "TEXT"},   {"git_commit", "TEXT"}, {"cpu", "TEXT"},
+    {"logical_cores", "INTEGER"}, {"os", "TEXT"},         {"compiler", "TEXT"}};
+}  // namespace
+
+SqlColumns SqlSystemColumns() { return kSystemColumns; }
+
+std::vector<std::string> SqlSystemValues(const SystemInfo& s) {
+  return {SqlText(s.version),   SqlText(s.commit),
+          SqlText(s.cpu_model), std::to_string(s.logical_cores),
+          SqlText(s.os),        SqlText(s.compiler)};
+}
+
+std::string SqlCreateTable(const char* table, SqlColumns own) {
+  std::string out = fmt::format("CREATE TABLE IF NOT EXISTS {} (\n", table);
+  bool first = true;
+  for (const SqlColumns columns : {SqlSystemColumns(), own})
+    for (const auto& [name, type] : columns) {
+      out += fmt::format("{}  {} {}", first ? "" : ",\n", name, type);
+      first = false;
+    }
+  return out + "\n);\n";
+}
+
+std::string SqlInsert(const char* table, SqlColumns own, const SystemInfo& s,
+                      const std::vector<std::string>& own_values) {
+  std::vector<std::string> names, values = SqlSystemValues(s);
+  for (const SqlColumns columns : {SqlSystemColumns(), own})
+    for (const auto& column : columns) names.emplace_back(column.first);
+  values.insert(values.end(), own_values.begin(), own_values.end());
+  return fmt::format("INSERT INTO {} ({}) VALUES ({});\n", table, fmt::join(names, ", "),
+                     fmt::join(values, ", "));
+}
+
 std::string MdTableStart(const SystemInfo& s, const std::vector<std::string>& columns,
                          size_t left) {
   std::string out = fmt::format("cpu: {} ({} logical cores), {}, {}, needle {}{}\n\n", s.cpu_model,
@@ -75,6 +111,16 @@ std::string MdTableStart(const SystemInfo& s, const std::vector<std::string>& co
   for (size_t i = 0; i < columns.size(); ++i) out += i < left ? " --- |" : " ---: |";
   return out + "\n";
 }
+
+std::string MdMiB(uint64_t bytes) {
+  return bytes ? fmt::format("{:.1f}", double(bytes) / (1024.0 * 1024.0)) : std::string("-");
+}
+
+std::string JsonBegin(const SystemInfo& s) {
+  return fmt::format("{{\"system\": {},\n \"records\": [", Dump(SystemJson(s)));
+}
+
+std::string JsonEnd(size_t rows) { return rows ? "\n ]}\n" : "]}\n"; }
 
 std::string JsonRecordText(nlohmann::ordered_json record, const SystemInfo& s, bool jsonl,
                            size_t index) {

@@ -2,8 +2,13 @@
 // CSV fields, SQL literals, finite numbers, the system object and compact JSON.
 #pragma once
 
+#include <cstddef>
+#include <cstdint>
+#include <initializer_list>
 #include <nlohmann/json.hpp>
+#include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "report/system.h"
@@ -23,9 +28,26 @@ nlohmann::ordered_json SystemJson(const SystemInfo& s);
 // Compact JSON; invalid UTF-8 in strings is replaced, never thrown on.
 std::string Dump(const nlohmann::ordered_json& j);
 
+// SQL columns (name, type) in order; a table's columns are the system's, then its own.
+using SqlColumns = std::span<const std::pair<const char*, const char*>>;
+// The system's columns (needle_version, git_commit, cpu, logical_cores, os, compiler) and values.
+SqlColumns SqlSystemColumns();
+std::vector<std::string> SqlSystemValues(const SystemInfo& s);
+// CREATE TABLE IF NOT EXISTS with the system's columns, then `own`.
+std::string SqlCreateTable(const char* table, SqlColumns own);
+// INSERT of the system's values, then `own_values` (one per column of `own`).
+std::string SqlInsert(const char* table, SqlColumns own, const SystemInfo& s,
+                      const std::vector<std::string>& own_values);
+
 // The Markdown forms' first lines: the system, then the table's header and alignment rows
 // (`left` columns left-aligned, then the rest right-aligned).
 std::string MdTableStart(const SystemInfo& s, const std::vector<std::string>& columns, size_t left);
+// A Markdown cell for a byte count in MiB with one decimal ("-" for 0: not measured).
+std::string MdMiB(uint64_t bytes);
+// The json form's opening text (the system, then the records array).
+std::string JsonBegin(const SystemInfo& s);
+// The json form's closing text after `rows` records.
+std::string JsonEnd(size_t rows);
 // One record in the json form (`index` > 0: after a comma) or the jsonl form (a line with the
 // system inside).
 std::string JsonRecordText(nlohmann::ordered_json record, const SystemInfo& s, bool jsonl,

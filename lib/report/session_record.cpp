@@ -29,7 +29,7 @@ nlohmann::ordered_json JsonNumber(double v) {
   return std::isfinite(v) ? nlohmann::ordered_json(v) : nlohmann::ordered_json(nullptr);
 }
 
-// Columns of the CSV and SQL forms, in order (SQL type; the system's columns come first in SQL).
+// Columns of the CSV and SQL forms, in order, with their SQL types (SQL puts the system's first).
 constexpr std::pair<const char*, const char*> kColumns[] = {{"engine", "TEXT"},
                                                             {"model", "TEXT"},
                                                             {"model_sha256", "TEXT"},
@@ -49,11 +49,6 @@ constexpr std::pair<const char*, const char*> kColumns[] = {{"engine", "TEXT"},
                                                             {"init_cached_ms", "REAL"},
                                                             {"reply_ms", "REAL"},
                                                             {"peak_rss_bytes", "INTEGER"}};
-constexpr std::pair<const char*, const char*> kSystemColumns[] = {
-    {"needle_version", "TEXT"},   {"git_commit", "TEXT"}, {"cpu", "TEXT"},
-    {"logical_cores", "INTEGER"}, {"os", "TEXT"},         {"compiler", "TEXT"}};
-
-using Columns = std::span<const std::pair<const char*, const char*>>;
 
 // The values of kColumns for r; `text` quotes a string for the format.
 template <typename Quote>
@@ -124,7 +119,7 @@ SessionBenchWriter::SessionBenchWriter(BenchFormat format, SystemInfo system)
 std::string SessionBenchWriter::Begin() const {
   switch (format_) {
     case BenchFormat::kJson:
-      return fmt::format("{{\"system\": {},\n \"records\": [", Dump(SystemJson(system_)));
+      return JsonBegin(system_);
     case BenchFormat::kJsonl:
       return "";
     case BenchFormat::kCsv: {
@@ -132,16 +127,8 @@ std::string SessionBenchWriter::Begin() const {
       for (const auto& column : kColumns) names.emplace_back(column.first);
       return fmt::format("{},cpu,git_commit\n", fmt::join(names, ","));
     }
-    case BenchFormat::kSql: {
-      std::string out = fmt::format("CREATE TABLE IF NOT EXISTS {} (\n", kSqlTable);
-      bool first = true;
-      for (const auto& columns : {Columns(kSystemColumns), Columns(kColumns)})
-        for (const auto& [name, type] : columns) {
-          out += fmt::format("{}  {} {}", first ? "" : ",\n", name, type);
-          first = false;
-        }
-      return out + "\n);\n";
-    }
+    case BenchFormat::kSql:
+      return SqlCreateTable(kSqlTable, kColumns);
     case BenchFormat::kMarkdown:
       return MdTableStart(
           system_,
@@ -161,38 +148,22 @@ std::string SessionBenchWriter::Row(const SessionBenchRecord& r) {
     case BenchFormat::kCsv:
       return fmt::format("{},{},{}\n", fmt::join(Values(r, CsvField, ""), ","),
                          CsvField(system_.cpu_model), system_.commit);
-    case BenchFormat::kSql: {
-      std::vector<std::string> names,
-          values = {SqlText(system_.version),   SqlText(system_.commit),
-                    SqlText(system_.cpu_model), std::to_string(system_.logical_cores),
-                    SqlText(system_.os),        SqlText(system_.compiler)};
-      for (const auto& columns : {Columns(kSystemColumns), Columns(kColumns)})
-        for (const auto& column : columns) names.emplace_back(column.first);
-      for (std::string& v : Values(r, SqlText, "NULL")) values.push_back(std::move(v));
-      return fmt::format("INSERT INTO {} ({}) VALUES ({});\n", kSqlTable, fmt::join(names, ", "),
-                         fmt::join(values, ", "));
-    }
+    case BenchFormat::kSql:
+      return SqlInsert(kSqlTable, kColumns, system_, Values(r, SqlText, "NULL"));
     case BenchFormat::kMarkdown:
-      return MdRow(
-          {r.engine, r.model, r.isa, r.path, std::to_string(r.threads), Count(r.prefix_tokens, "-"),
-           Count(r.turn_tokens, "-"), fmt::format("{} {}", r.reply_tokens, r.reply_type),
-           MsCell(r.load_s), MsCell(r.init_s), MsCell(r.init_cached_s), MsCell(r.reply_s),
-           r.peak_rss_bytes ? fmt::format("{:.1f}", double(r.peak_rss_bytes) / (1024.0 * 1024.0))
-                            : std::string("-")});
+      return MdRow({r.engine, r.model, r.isa, r.path, std::to_string(r.threads),
+                    Count(r.prefix_tokens, "-"), Count(r.turn_tokens, "-"),
+                    fmt::format("{} {}", r.reply_tokens, r.reply_type), MsCell(r.load_s),
+                    MsCell(r.init_s), MsCell(r.init_cached_s), MsCell(r.reply_s),
+                    MdMiB(r.peak_rss_bytes)});
   }
   return {};
 }
 
 std::string SessionBenchWriter::End() const {
-  switch (format_) {
-    case BenchFormat::kJson:
-      return std::string(rows_ ? "\n ]}\n" : "]}\n");
-    case BenchFormat::kMarkdown:
-      return "\nprefix / turn: tokens prefilled; reply: committed tokens and the reply's type; "
-             "times: median ± median absolute deviation.\n";
-    default:
-      return "";
-  }
+  return WriterEnd(format_, rows_,
+                   "prefix / turn: tokens prefilled; reply: committed tokens and the reply's type; "
+                   "times: median ± median absolute deviation.");
 }
 
 }  // namespace needle::report
