@@ -217,11 +217,12 @@ inline __m512i DotGroup(__m512i acc, const GroupWeights& w, const int8_t* a) {
 inline __m512i DotPair(const GroupWeights* w, __m512i a0, __m512i a1, __m512i a2, __m512i a3) {
   if constexpr (kVnni) {
 #if defined(__AVX512VNNI__)
+    // One chain per row: the 16 rows of a tile are independent chains, enough to hide the
+    // latency, and a second chain would cost a zeroed register and an add per row.
     __m512i acc = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w[0].w[0], a0);
-    __m512i acc2 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w[1].w[0], a2);
     acc = _mm512_dpbusd_epi32(acc, w[0].w[1], a1);
-    acc2 = _mm512_dpbusd_epi32(acc2, w[1].w[1], a3);
-    return _mm512_add_epi32(acc, acc2);
+    acc = _mm512_dpbusd_epi32(acc, w[1].w[0], a2);
+    return _mm512_dpbusd_epi32(acc, w[1].w[1], a3);
 #else
     return a0;
 #endif
@@ -431,13 +432,16 @@ void StagePairs(const I8Acts& acts, size_t groups, size_t g0, size_t g1, PairAct
   (void)groups;
 }
 
-// 16 accumulators v[r] (lanes 0..7: group g, 8..15: group g + 1) -> lane r of out[0] = row r's
-// group-g sum, of out[1] its group g + 1 sum.
-inline void ReducePairs(const __m512i* v, __m512i* out) {
-  __m512i b[8], c[4], d[2];
-  for (size_t i = 0; i < 8; ++i)
-    b[i] = _mm512_add_epi32(_mm512_unpacklo_epi32(v[2 * i], v[2 * i + 1]),
-                            _mm512_unpackhi_epi32(v[2 * i], v[2 * i + 1]));
+// The first reduction step of rows 2i and 2i + 1 (accumulators v0, v1: lanes 0..7 group g,
+// 8..15 group g + 1): b[i] of ReducePairs.
+inline __m512i ReduceRowPair(__m512i v0, __m512i v1) {
+  return _mm512_add_epi32(_mm512_unpacklo_epi32(v0, v1), _mm512_unpackhi_epi32(v0, v1));
+}
+
+// 16 accumulators, already folded pairwise by ReduceRowPair into b[0..7] -> lane r of out[0] =
+// row r's group-g sum, of out[1] its group g + 1 sum.
+inline void ReducePairs(const __m512i* b, __m512i* out) {
+  __m512i c[4], d[2];
   for (size_t i = 0; i < 4; ++i)  // 128-bit lane k: rows 4i..4i+3, partial over lane k
     c[i] = _mm512_add_epi32(_mm512_unpacklo_epi64(b[2 * i], b[2 * i + 1]),
                             _mm512_unpackhi_epi64(b[2 * i], b[2 * i + 1]));
@@ -456,15 +460,18 @@ inline __m512 PairStep(const Unpacker<kBits>& unpack, const uint8_t* codes, size
   const auto& act = pa.a[i / 2];
   const __m512i a0 = _mm512_load_si512(act[0]), a1 = _mm512_load_si512(act[1]);
   const __m512i a2 = _mm512_load_si512(act[2]), a3 = _mm512_load_si512(act[3]);
-  __m512i dots[kLanes];
-#pragma GCC unroll 16
-  for (size_t r = 0; r < kLanes; ++r) {
-    GroupWeights w[2];
-    unpack.Pair(codes + r * row_bytes, kSecond, w);
-    dots[r] = DotPair(w, a0, a1, a2, a3);
+  // Rows two at a time, folded at once: at most two row accumulators are live (16 were, and
+  // the tile spilled them to the stack).
+  __m512i folded[kLanes / 2];
+#pragma GCC unroll 8
+  for (size_t i = 0; i < kLanes / 2; ++i) {
+    GroupWeights w[2][2];
+    unpack.Pair(codes + 2 * i * row_bytes, kSecond, w[0]);
+    unpack.Pair(codes + (2 * i + 1) * row_bytes, kSecond, w[1]);
+    folded[i] = ReduceRowPair(DotPair(w[0], a0, a1, a2, a3), DotPair(w[1], a0, a1, a2, a3));
   }
   __m512i sum[2];
-  ReducePairs(dots, sum);
+  ReducePairs(folded, sum);
 #pragma GCC unroll 2
   for (size_t h = 0; h < (kSecond ? 2 : 1); ++h) {
     __m512i s32 = sum[h];
