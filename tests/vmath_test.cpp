@@ -353,6 +353,90 @@ TEST_CASE("quantize_i8 equals QuantizeI8 on every ISA", "[kernels][vmath]") {
   }
 }
 
+namespace {
+
+// `count` n x n matrices of Sinkhorn inputs (the mHC's logits): scaled normals, or special values
+// (ties, signed zeros, huge logits whose exponentials underflow, NaN, infinities) mixed in.
+std::vector<float> SinkhornInput(const char* kind, size_t n, size_t count, std::mt19937& rng) {
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> p(n * n * count);
+  const float scale = std::strcmp(kind, "wide") == 0 ? 40.0f : 2.0f;
+  for (float& v : p) v = scale * normal(rng);
+  if (std::strcmp(kind, "special") == 0) {
+    const float specials[] = {
+        0.0f,    -0.0f,  1.0f,  1.0f, 200.0f,
+        -200.0f, -1e30f, -kInf, kInf, std::numeric_limits<float>::quiet_NaN()};
+    for (size_t i = 0; i < p.size(); i += 3) p[i] = specials[rng() % std::size(specials)];
+  }
+  return p;
+}
+
+bool SameFloat(float a, float b) { return (std::isnan(a) && std::isnan(b)) || Bits(a) == Bits(b); }
+
+}  // namespace
+
+TEST_CASE("sinkhorn equals the reference bit for bit on every ISA", "[kernels][vmath]") {
+  const std::vector<const k::KernelTable*> tables = Tables();
+  REQUIRE(!tables.empty());
+  std::mt19937 rng(8);
+  size_t compared = 0;
+  for (const char* kind : {"normal", "wide", "special"}) {
+    for (size_t n : {2, 3, 4, 5}) {
+      for (size_t count : {1, 2, 3, 4, 5, 7, 8, 9, 16}) {
+        if (n != 4 && count > 3) continue;  // the register path is n = 4 only
+        for (int rounds : {0, 1, 20}) {
+          const std::vector<float> in = SinkhornInput(kind, n, count, rng);
+          std::vector<float> want = in;
+          std::vector<float> scratch(count * (n * n + 2 * n));
+          k::SinkhornReference(want.data(), n, count, rounds, scratch.data());
+          for (const k::KernelTable* table : tables) {
+            REQUIRE(table->sinkhorn != nullptr);
+            std::vector<float> got = in;
+            std::fill(scratch.begin(), scratch.end(), 7.0f);
+            table->sinkhorn(got.data(), n, count, rounds, scratch.data());
+            size_t bad = 0;
+            for (size_t i = 0; i < got.size(); ++i) bad += SameFloat(got[i], want[i]) ? 0 : 1;
+            INFO(table->isa << " " << kind << " n=" << n << " count=" << count
+                            << " rounds=" << rounds);
+            CHECK(bad == 0);
+            ++compared;
+          }
+        }
+      }
+    }
+  }
+  CHECK(compared > 0);
+}
+
+TEST_CASE("the reference sinkhorn makes finite matrices doubly stochastic", "[kernels][vmath]") {
+  // Independent of the kernels: after 20 rounds ending with the columns, every column of P sums
+  // to 1 (rounding aside) and every row nearly so; 0 rounds is expf of the input.
+  std::mt19937 rng(9);
+  for (size_t n : {2, 4, 5}) {
+    const size_t count = 3;
+    std::vector<float> p = SinkhornInput("normal", n, count, rng);
+    for (float& v : p) v *= 0.25f;  // logits of the mHC's size (rows converge within 20 rounds)
+    const std::vector<float> in = p;
+    std::vector<float> scratch(count * (n * n + 2 * n));
+    k::SinkhornReference(p.data(), n, count, 20, scratch.data());
+    for (size_t c = 0; c < count; ++c) {
+      for (size_t l = 0; l < n; ++l) {
+        double col = 0, row = 0;
+        for (size_t k2 = 0; k2 < n; ++k2) {
+          col += p[c * n * n + k2 * n + l];
+          row += p[c * n * n + l * n + k2];
+        }
+        INFO("n=" << n << " matrix " << c << " line " << l);
+        CHECK(std::fabs(col - 1.0) < 1e-5);
+        CHECK(std::fabs(row - 1.0) < 1e-3);
+      }
+    }
+    std::vector<float> e = in;
+    k::SinkhornReference(e.data(), n, count, 0, scratch.data());
+    for (size_t i = 0; i < e.size(); ++i) CHECK(Bits(e[i]) == Bits(libm::Expf(in[i])));
+  }
+}
+
 TEST_CASE("vmath kernel speed", "[.vmathbench]") {
   constexpr size_t kN = 4096;
   std::mt19937 rng(7);

@@ -24,6 +24,7 @@ struct KernelTable {
   LogfArrayFn logf_array = nullptr;
   QuantizeI8Fn quantize_i8 = nullptr;
   AttendI8Fn attend_i8 = nullptr;  // official attention over the int8 K/V ring
+  SinkhornFn sinkhorn = nullptr;   // the mHC's Sinkhorn (bit-exact with SinkhornReference)
 };
 
 // The scalar reference table (always available).

@@ -19,10 +19,28 @@ using LogfArrayFn = void (*)(const float* x, float* y, size_t n);
 // Same q[0..n) and return value (the scale s) as kernels::QuantizeI8(v, n, q) (cq_int8.h).
 using QuantizeI8Fn = float (*)(const float* v, size_t n, int8_t* q);
 
+// Sinkhorn normalization in the log domain, in the engine's order (NUMERICS.md, mHC step 10), of
+// `count` n x n matrices (P[c * n * n + row * n + col]): `rounds` rounds that first normalize every
+// row, then every column, each line by its log-sum-exp (m = the running max from -1e30f, `if (m <
+// x) m = x` in element order; s = the sum of Expf(x - m) in element order; x = x - (m + Logf(s))),
+// then P = Expf(P). `scratch` holds count * (n * n + 2 * n) floats (the array version's).
+using SinkhornFn = void (*)(float* P, size_t n, size_t count, int rounds, float* scratch);
+
 // Scalar references: loops over libm::Expf / libm::Logf (the quantizer's reference is
 // kernels::QuantizeI8 itself).
 void ExpfArrayReference(const float* x, float* y, size_t n);
 void LogfArrayReference(const float* x, float* y, size_t n);
+
+// Sinkhorn for any n over an ISA's array kernels: every exponential (logarithm) of a phase, over
+// all matrices, is one array call (the same bits as one call per value).
+void SinkhornArrays(ExpfArrayFn expf_array, LogfArrayFn logf_array, float* P, size_t n,
+                    size_t count, int rounds, float* scratch);
+template <ExpfArrayFn kExpf, LogfArrayFn kLogf>
+void SinkhornVia(float* P, size_t n, size_t count, int rounds, float* scratch) {
+  SinkhornArrays(kExpf, kLogf, P, n, count, rounds, scratch);
+}
+// The reference: SinkhornArrays over the scalar libm ports.
+void SinkhornReference(float* P, size_t n, size_t count, int rounds, float* scratch);
 
 #if defined(NEEDLE_X86)
 // AVX2: 8 floats per step as two vectors of 4 doubles; table lookups by vpgather.
@@ -34,6 +52,9 @@ float QuantizeI8Avx2(const float* v, size_t n, int8_t* q);
 void ExpfArrayAvx512(const float* x, float* y, size_t n);
 void LogfArrayAvx512(const float* x, float* y, size_t n);
 float QuantizeI8Avx512(const float* v, size_t n, int8_t* q);
+// n = 4 (the mHC's lanes): each matrix is one vector, up to four matrices' chains interleaved, no
+// memory round trips; other n: SinkhornArrays over the AVX-512 arrays.
+void SinkhornAvx512(float* P, size_t n, size_t count, int rounds, float* scratch);
 #endif
 
 // Constants of libm::Expf / libm::Logf (read from the engine's wasm data section by

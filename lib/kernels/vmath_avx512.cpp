@@ -129,7 +129,75 @@ inline __m128i QuantizeLanes(__m512 v, __m512 inv) {
   return _mm512_cvtepi32_epi8(_mm512_cvttps_epi32(F32x16::RoundHalfAway(_mm512_mul_ps(v, inv))));
 }
 
+// Sinkhorn of K 4 x 4 matrices at once, lane 4 r + c = element (r, c), chains interleaved.
+// Row phase: element k of every row is broadcast within its 128-bit lane (vpermilps); column
+// phase: row k is broadcast to every 128-bit lane (vshuff32x4). vmaxps(x, m) returns m unless
+// x > m (NaN and equal zeros included): the reference's `if (m < x) m = x`.
+template <size_t K>
+void Sinkhorn4(float* P, int rounds) {
+  __m512 x[K];
+  for (size_t c = 0; c < K; ++c) x[c] = _mm512_loadu_ps(P + 16 * c);
+  const __m512 floor = _mm512_set1_ps(-1e30f);
+  for (int round = 0; round < rounds; ++round) {
+    for (int phase = 0; phase < 2; ++phase) {
+      auto elem = [phase](__m512 v, int k) {
+        if (phase == 0) {
+          switch (k) {
+            case 0:
+              return _mm512_permute_ps(v, 0x00);
+            case 1:
+              return _mm512_permute_ps(v, 0x55);
+            case 2:
+              return _mm512_permute_ps(v, 0xAA);
+            default:
+              return _mm512_permute_ps(v, 0xFF);
+          }
+        }
+        switch (k) {
+          case 0:
+            return _mm512_shuffle_f32x4(v, v, 0x00);
+          case 1:
+            return _mm512_shuffle_f32x4(v, v, 0x55);
+          case 2:
+            return _mm512_shuffle_f32x4(v, v, 0xAA);
+          default:
+            return _mm512_shuffle_f32x4(v, v, 0xFF);
+        }
+      };
+      __m512 m[K], s[K];
+      for (size_t c = 0; c < K; ++c) {
+        m[c] = floor;
+        for (int k = 0; k < 4; ++k) m[c] = _mm512_max_ps(elem(x[c], k), m[c]);
+      }
+      for (size_t c = 0; c < K; ++c) {
+        const __m512 e = Expf16(_mm512_sub_ps(x[c], m[c]));
+        s[c] = _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(elem(e, 0), elem(e, 1)), elem(e, 2)),
+                             elem(e, 3));
+      }
+      for (size_t c = 0; c < K; ++c) x[c] = _mm512_sub_ps(x[c], _mm512_add_ps(m[c], Logf16(s[c])));
+    }
+  }
+  for (size_t c = 0; c < K; ++c) _mm512_storeu_ps(P + 16 * c, Expf16(x[c]));
+}
+
 }  // namespace
+
+void SinkhornAvx512(float* P, size_t n, size_t count, int rounds, float* scratch) {
+  if (n != 4)
+    return SinkhornArrays(&ExpfArrayAvx512, &LogfArrayAvx512, P, n, count, rounds, scratch);
+  size_t c = 0;
+  for (; c + 4 <= count; c += 4) Sinkhorn4<4>(P + 16 * c, rounds);
+  switch (count - c) {
+    case 3:
+      return Sinkhorn4<3>(P + 16 * c, rounds);
+    case 2:
+      return Sinkhorn4<2>(P + 16 * c, rounds);
+    case 1:
+      return Sinkhorn4<1>(P + 16 * c, rounds);
+    default:
+      return;
+  }
+}
 
 void ExpfArrayAvx512(const float* x, float* y, size_t n) { Apply<Expf16>(x, y, n); }
 

@@ -444,57 +444,6 @@ void Decoder::Engram(size_t site, const int32_t* ids, size_t n) {
   }
 }
 
-// P <- Sinkhorn(P) for `count` n x n matrices (P [count, n*n], n <= 64), the engine's order
-// (NUMERICS.md §4.3.10) for each: every round normalizes every row, then every column, by its
-// log-sum-exp (max from -1e30f, expf of x - max summed in order, max + logf(sum)); then P =
-// expf(P). All exponentials (logarithms) of a phase, over every matrix, are one array call: the
-// same bits as one call per value, with full vectors for a prefill block. `scratch` holds
-// count * (n*n + 2n) floats.
-void Decoder::Sinkhorn(float* P, size_t n, size_t count, float* scratch) const {
-  const size_t nn = n * n;
-  float* diff = scratch;         // [count, n*n]
-  float* m = diff + count * nn;  // [count, n]
-  float* sum = m + count * n;    // [count, n]
-  for (int round = 0; round < kSinkhornRounds; ++round) {
-    for (int phase = 0; phase < 2; ++phase) {
-      // Row phase: line l = row l, element k at l*n + k; column phase: line l = column l.
-      const size_t line_stride = phase == 0 ? n : 1, elem_stride = phase == 0 ? 1 : n;
-      for (size_t c = 0; c < count; ++c) {
-        const float* Pc = P + c * nn;
-        for (size_t l = 0; l < n; ++l) {
-          float mx = -1e30f;
-          for (size_t k = 0; k < n; ++k) {
-            const float x = Pc[l * line_stride + k * elem_stride];
-            if (mx < x) mx = x;
-          }
-          m[c * n + l] = mx;
-          for (size_t k = 0; k < n; ++k)
-            diff[c * nn + l * n + k] = Pc[l * line_stride + k * elem_stride] - mx;
-        }
-      }
-      kernels_->expf_array(diff, diff, count * nn);
-      for (size_t c = 0; c < count; ++c)
-        for (size_t l = 0; l < n; ++l) {
-          float s = 0.f;
-          for (size_t k = 0; k < n; ++k) s = s + diff[c * nn + l * n + k];
-          sum[c * n + l] = s;
-        }
-      kernels_->logf_array(sum, sum, count * n);
-      for (size_t c = 0; c < count; ++c) {
-        float* Pc = P + c * nn;
-        for (size_t l = 0; l < n; ++l) {
-          const float lse = m[c * n + l] + sum[c * n + l];
-          for (size_t k = 0; k < n; ++k) {
-            float& x = Pc[l * line_stride + k * elem_stride];
-            x = x - lse;
-          }
-        }
-      }
-    }
-  }
-  kernels_->expf_array(P, P, count * nn);
-}
-
 // fn(t) for every token of a block: per-token work is independent (each token's operations run
 // in the same order on whichever thread), so results do not depend on the thread count.
 template <class Fn>
@@ -659,7 +608,9 @@ void Decoder::RunBlock(const int32_t* ids, size_t n, float* logits, size_t logit
         for (size_t a2 = 0; a2 < nn; ++a2)
           sink_p_[t * nn + a2] = (ares * c[2 * nl + a2]) + w.b_res[li * nn + a2];
       }
-      Sinkhorn(&sink_p_[t0 * nn], nl, t1 - t0, &sink_scratch_[t0 * (nn + 2 * nl)]);
+      // The engine's order (NUMERICS.md §4.3.10; kernels/vmath.h), a block's matrices together.
+      kernels_->sinkhorn(&sink_p_[t0 * nn], nl, t1 - t0, kSinkhornRounds,
+                         &sink_scratch_[t0 * (nn + 2 * nl)]);
     });
     ForTokens(n, [&](size_t t) {
       const float* c = &coef_[t * ncoef];

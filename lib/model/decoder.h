@@ -148,7 +148,6 @@ class Decoder {
   // Runs n <= max_batch tokens at positions position_.. (one forward call) and advances position_.
   void RunBlock(const int32_t* ids, size_t n, float* logits, size_t logits_from);
   void Engram(size_t site, const int32_t* ids, size_t n);
-  void Sinkhorn(float* P, size_t n, size_t count, float* scratch) const;
   void ReleaseBlockScratch();
   // The [B, ...] scratch buffers (eng_kk_ and eng_v_, [sites, B, d], apart).
   template <class Self>

@@ -43,6 +43,9 @@ int32_t DotI8Neon(const int8_t* a, const int8_t* b, size_t n);
 void ExpfArrayNeon(const float* x, float* y, size_t n);
 void LogfArrayNeon(const float* x, float* y, size_t n);
 float QuantizeI8Neon(const float* v, size_t n, int8_t* q);
+// vmath.h's Sinkhorn: n = 4 in four vectors (lines in lanes, a transpose between phases); other n
+// over the arrays above.
+void SinkhornNeon(float* P, size_t n, size_t count, int rounds, float* scratch);
 void AttendI8Neon(const I8Queries& q, const I8KvView& kv, const uint32_t* slots, size_t count,
                   AttendExpfFn expf_array, float* scores, float* o);
 

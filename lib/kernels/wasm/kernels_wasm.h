@@ -34,6 +34,9 @@ int32_t DotI8Simd128(const int8_t* a, const int8_t* b, size_t n);
 void ExpfArraySimd128(const float* x, float* y, size_t n);
 void LogfArraySimd128(const float* x, float* y, size_t n);
 float QuantizeI8Simd128(const float* v, size_t n, int8_t* q);
+// vmath.h's Sinkhorn: n = 4 in four vectors (lines in lanes, a transpose between phases); other n
+// over the arrays above.
+void SinkhornSimd128(float* P, size_t n, size_t count, int rounds, float* scratch);
 // Int8 attention (attention_i8.h); falls back to the reference when heads * head_dim / 64 >
 // kAttendMaxRow.
 void AttendI8Simd128(const I8Queries& q, const I8KvView& kv, const uint32_t* slots, size_t count,
