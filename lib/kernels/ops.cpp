@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 namespace needle::kernels {
 
@@ -176,10 +177,6 @@ void RopeRotate(float* h, size_t head_dim, const float* cos_sin) {
   }
 }
 
-void Axpy(float a, const float* x, float* y, size_t n) {
-  for (size_t i = 0; i < n; ++i) y[i] += a * x[i];
-}
-
 // Vector clones of the element-wise chains: GCC / Clang emit one copy per target and an ifunc
 // resolver picks the best at load time. No reassociation is involved (each element is computed
 // on its own), and the library's -ffp-contract=off keeps multiplies and adds apart in every clone.
@@ -244,6 +241,27 @@ NEEDLE_VECTOR_CLONES void GateMul(float* o, const float* e, size_t n) {
 
 NEEDLE_VECTOR_CLONES void AddScaled(float a, const float* x, const float* y, size_t n, float* out) {
   for (size_t i = 0; i < n; ++i) out[i] = a * x[i] + y[i];
+}
+
+NEEDLE_VECTOR_CLONES void Axpy(float a, const float* x, float* y, size_t n) {
+  for (size_t i = 0; i < n; ++i) y[i] += a * x[i];
+}
+
+NEEDLE_VECTOR_CLONES void Scale(float a, float* x, size_t n) {
+  for (size_t i = 0; i < n; ++i) x[i] = a * x[i];
+}
+
+NEEDLE_VECTOR_CLONES void Dots16(const float* x, const float* p, size_t n, float* dots) {
+  // The 16 chains are independent: a lane each of one 16-float vector (GCC / Clang vector
+  // extensions: one zmm, two ymm or four xmm per clone), never summed across i out of order.
+  using F16 = float __attribute__((vector_size(64)));
+  F16 acc = {};
+  for (size_t i = 0; i < n; ++i) {
+    F16 pi;
+    std::memcpy(&pi, p + 16 * i, sizeof pi);
+    acc = x[i] * pi + acc;
+  }
+  std::memcpy(dots, &acc, sizeof acc);
 }
 
 }  // namespace needle::kernels

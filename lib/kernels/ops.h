@@ -84,5 +84,10 @@ void Negate(const float* x, size_t n, float* y);
 void GateMul(float* o, const float* e, size_t n);
 // AddScaled: out_i = a * x_i + y_i.
 void AddScaled(float a, const float* x, const float* y, size_t n, float* out);
+// Scale: x_i = a * x_i.
+void Scale(float a, float* x, size_t n);
+// Dots16: 16 dot chains at once, dots[q] = seq-sum over i of x_i * p[16 i + q] (acc = x_i * p +
+// acc from 0, i in order; p holds 16 vectors element-major).
+void Dots16(const float* x, const float* p, size_t n, float* dots);
 
 }  // namespace needle::kernels

@@ -135,34 +135,22 @@ void Decoder::PoolCells(const int32_t* ids, const float* cells, size_t n, size_t
     if (ids[t] == 0) continue;
     const float* cell = cells + t * ld;
     for (size_t k = 0; k < num_probes_; ++k) {
-      if (k % kProbeBlock == 0) {
-        // Four vectors of four chains (GCC/Clang vector extensions: any ISA; no contraction).
-        using F4 = float __attribute__((vector_size(16)));
-        const float* probes = &probes_[(k / kProbeBlock) * d * kProbeBlock];
-        F4 acc[kProbeBlock / 4] = {};
-        for (size_t i = 0; i < d; ++i) {
-          const float c = cell[i];
-          for (size_t q = 0; q < kProbeBlock / 4; ++q) {
-            F4 p;
-            std::memcpy(&p, probes + i * kProbeBlock + 4 * q, sizeof p);
-            acc[q] = c * p + acc[q];
-          }
-        }
-        std::memcpy(dots, acc, sizeof dots);
-      }
+      static_assert(kProbeBlock == 16, "kernels::Dots16 runs 16 chains");
+      if (k % kProbeBlock == 0)
+        kernels::Dots16(cell, &probes_[(k / kProbeBlock) * d * kProbeBlock], d, dots);
       float& max = pool_stats_[2 * k];
       float& sum = pool_stats_[2 * k + 1];
       float* acc = &pool_acc_[k * d];
       const float score = inv_sqrt_d_ * dots[k % kProbeBlock];
       if (score > max) {
         const float scale = max <= -1e30f ? 0.f : kernels::libm::Expf(max - score);
-        for (size_t i = 0; i < d; ++i) acc[i] = scale * acc[i];
+        kernels::Scale(scale, acc, d);
         sum = scale * sum;
         max = score;
       }
       const float wgt = kernels::libm::Expf(score - max);
       sum = sum + wgt;
-      for (size_t i = 0; i < d; ++i) acc[i] = wgt * cell[i] + acc[i];
+      kernels::Axpy(wgt, cell, acc, d);  // acc + wgt * cell: the same sum as wgt * cell + acc
     }
   }
 }
