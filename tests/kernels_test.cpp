@@ -280,3 +280,41 @@ TEST_CASE("ZcNormRows equals ZcNorm row by row bit for bit", "[kernels]") {
     }
   }
 }
+
+TEST_CASE("Dots16, Axpy and Scale equal plain loops bit for bit", "[kernels]") {
+  // The vector-cloned ops the probe pooling uses: every lane / element its own operations in the
+  // reference order (a volatile product keeps the compiler from fusing the expectation).
+  std::mt19937 rng(11);
+  std::normal_distribution<float> dist(0.f, 2.f);
+  for (size_t n : {1, 7, 64, 512, 513}) {
+    std::vector<float> x(n), p(16 * n), y(n);
+    for (float& v : x) v = dist(rng);
+    for (float& v : p) v = dist(rng);
+    for (float& v : y) v = dist(rng);
+    float want[16];
+    for (size_t q = 0; q < 16; ++q) {
+      float acc = 0.f;
+      for (size_t i = 0; i < n; ++i) {
+        const volatile float prod = x[i] * p[16 * i + q];
+        acc = prod + acc;
+      }
+      want[q] = acc;
+    }
+    float got[16];
+    needle::kernels::Dots16(x.data(), p.data(), n, got);
+    INFO("n " << n);
+    CHECK(std::memcmp(got, want, sizeof want) == 0);
+
+    const float a = dist(rng);
+    std::vector<float> axpy = y, scaled = y, want_axpy(n), want_scaled(n);
+    for (size_t i = 0; i < n; ++i) {
+      const volatile float prod = a * x[i];
+      want_axpy[i] = y[i] + prod;
+      want_scaled[i] = a * y[i];
+    }
+    needle::kernels::Axpy(a, x.data(), axpy.data(), n);
+    needle::kernels::Scale(a, scaled.data(), n);
+    CHECK(std::memcmp(axpy.data(), want_axpy.data(), n * 4) == 0);
+    CHECK(std::memcmp(scaled.data(), want_scaled.data(), n * 4) == 0);
+  }
+}
