@@ -281,7 +281,7 @@ TEST_CASE("ZcNormRows equals ZcNorm row by row bit for bit", "[kernels]") {
   }
 }
 
-TEST_CASE("Dots16, Axpy and Scale equal plain loops bit for bit", "[kernels]") {
+TEST_CASE("Dots16, Axpy, Scale and LaneMean equal plain loops bit for bit", "[kernels]") {
   // The vector-cloned ops the probe pooling uses: every lane / element its own operations in the
   // reference order (a volatile product keeps the compiler from fusing the expectation).
   std::mt19937 rng(11);
@@ -316,5 +316,18 @@ TEST_CASE("Dots16, Axpy and Scale equal plain loops bit for bit", "[kernels]") {
     needle::kernels::Scale(a, scaled.data(), n);
     CHECK(std::memcmp(axpy.data(), want_axpy.data(), n * 4) == 0);
     CHECK(std::memcmp(scaled.data(), want_scaled.data(), n * 4) == 0);
+
+    for (size_t lanes : {1, 3, 4}) {
+      std::vector<float> lanes_x(lanes * n), mean(n), want_mean(n);
+      for (float& v : lanes_x) v = dist(rng);
+      for (size_t i = 0; i < n; ++i) {
+        float sum = 0.f;
+        for (size_t l = 0; l < lanes; ++l) sum += lanes_x[l * n + i];
+        want_mean[i] = sum / static_cast<float>(lanes);
+      }
+      needle::kernels::LaneMean(lanes_x.data(), lanes, n, mean.data());
+      INFO("lanes " << lanes);
+      CHECK(std::memcmp(mean.data(), want_mean.data(), n * 4) == 0);
+    }
   }
 }

@@ -187,6 +187,15 @@ void RopeRotate(float* h, size_t head_dim, const float* cos_sin) {
 #define NEEDLE_VECTOR_CLONES
 #endif
 
+NEEDLE_VECTOR_CLONES void LaneMean(const float* X, size_t lanes, size_t d, float* out) {
+  // Lane-major sums, vectorized across i: each element still adds its lanes in order from 0.
+  for (size_t i = 0; i < d; ++i) out[i] = 0.f;
+  for (size_t l = 0; l < lanes; ++l)
+    for (size_t i = 0; i < d; ++i) out[i] = out[i] + X[l * d + i];
+  const float n = static_cast<float>(lanes);
+  for (size_t i = 0; i < d; ++i) out[i] = out[i] / n;
+}
+
 NEEDLE_VECTOR_CLONES void LaneBlend(const float* h, const float* X, size_t lanes, size_t d,
                                     float* u) {
   for (size_t i = 0; i < d; ++i) u[i] = 0.f;

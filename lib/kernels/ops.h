@@ -63,6 +63,8 @@ void Axpy(float a, const float* x, float* y, size_t n);
 // every vector width gives the same bits). On x86 they are compiled for AVX-512, AVX2 and the
 // baseline and chosen when the program loads (the model code itself is built without ISA flags).
 // X, out: [lanes, d] lane-major.
+// LaneMean: out_i = (((0 + X_0,i) + X_1,i) + ...) / lanes; X is [lanes, d].
+void LaneMean(const float* X, size_t lanes, size_t d, float* out);
 // LaneBlend: u = 0; u = h_j * X_j + u for j = 0 .. lanes-1.
 void LaneBlend(const float* h, const float* X, size_t lanes, size_t d, float* u);
 // LaneMix: out_r = y * hpost_r, then out_r = P[r * lanes + b] * X_b + out_r for b = 0 .. lanes-1.

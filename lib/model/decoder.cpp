@@ -24,15 +24,6 @@ constexpr int kSinkhornRounds = 20;
 constexpr uint32_t kHashSeed = 0x9E3779B9u;
 constexpr uint32_t kHashPrime = 0x01000193u;
 
-// out[i] = mean over lanes of X[l][i]; X is [lanes, d].
-void LaneMean(const float* X, size_t lanes, size_t d, float* out) {
-  for (size_t i = 0; i < d; ++i) {
-    float s = 0.f;
-    for (size_t l = 0; l < lanes; ++l) s += X[l * d + i];
-    out[i] = s / static_cast<float>(lanes);
-  }
-}
-
 }  // namespace
 
 Decoder::Decoder(const Model& model, const DecoderConfig& config)
@@ -617,7 +608,7 @@ void Decoder::RunBlock(const int32_t* ids, size_t n, float* logits, size_t logit
     });
     std::swap(lanes_, lanes_next_);
     if (num_probes_ > 0) {  // cell i+1: the lane mean after layer i
-      for (size_t t = 0; t < n; ++t) LaneMean(&lanes_[t * nd], nl, d, &cell_[t * d]);
+      for (size_t t = 0; t < n; ++t) kernels::LaneMean(&lanes_[t * nd], nl, d, &cell_[t * d]);
       PoolCells(ids, cell_.data(), n, d);
     }
   }
@@ -627,7 +618,7 @@ void Decoder::RunBlock(const int32_t* ids, size_t n, float* logits, size_t logit
     const size_t m = n - logits_from;
     for (size_t t = 0; t < m; ++t) {
       float* xf = &x_[t * d];
-      LaneMean(&lanes_[(logits_from + t) * nd], nl, d, xf);
+      kernels::LaneMean(&lanes_[(logits_from + t) * nd], nl, d, xf);
       kernels::ZcNorm(xf, w.final_norm.data(), d, kEps, xf);
     }
     Project(w.embedding, x_.data(), m, d, 0, g.vocab, logits, g.vocab);
