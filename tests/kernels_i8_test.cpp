@@ -246,7 +246,7 @@ bool SameBits(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
 
-constexpr size_t kTokenCounts[] = {1, 2, 3, 7, 8, 13, 16, 25, 32, 33};
+constexpr size_t kTokenCounts[] = {1, 2, 3, 7, 8, 13, 16, 17, 25, 27, 32, 33};
 
 }  // namespace
 
@@ -481,7 +481,8 @@ TEST_CASE("integer CQ gemm speed (hidden)", "[.i8bench]") {
         Shape{"2-bit 55296x512 (27 layers, from L3)", 27 * 2048, 512, 2},
         Shape{"4-bit 8192x512 (LM head)", 8192, 512, 4}}) {
     const TestMatrix t = MakeMatrix(s.rows, s.cols, s.bits, false, &rng);
-    for (size_t n : {size_t{1}, size_t{2}, size_t{4}, size_t{8}, size_t{32}}) {
+    for (size_t n : {size_t{1}, size_t{2}, size_t{4}, size_t{6}, size_t{8}, size_t{12}, size_t{16},
+                     size_t{17}, size_t{24}, size_t{32}}) {
       if (!tokens_only && n != 1 && n != 32) continue;  // the others on request
       std::vector<float> x(n * s.cols);
       std::normal_distribution<float> gauss(0.f, 1.f);
