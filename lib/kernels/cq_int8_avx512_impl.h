@@ -18,6 +18,7 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -54,6 +55,20 @@ struct GroupWeights {
   __mmask64 neg[2];  // without VNNI: lanes where w < 0
 };
 
+// Index vectors of the VBMI tables (Unpacker): byte k holds k mod 2^width, or crumb j of k.
+template <uint32_t kWidth>
+alignas(64) constexpr std::array<uint8_t, 64> kWideIndex = [] {
+  std::array<uint8_t, 64> idx{};
+  for (size_t k = 0; k < 64; ++k) idx[k] = static_cast<uint8_t>(k % (size_t{1} << kWidth));
+  return idx;
+}();
+template <uint32_t kCrumb>
+alignas(64) constexpr std::array<uint8_t, 64> kCrumbIndex = [] {
+  std::array<uint8_t, 64> idx{};
+  for (size_t k = 0; k < 64; ++k) idx[k] = static_cast<uint8_t>((k >> (2 * kCrumb)) & 3);
+  return idx;
+}();
+
 template <uint32_t kBits>
 class Unpacker {
  public:
@@ -67,16 +82,17 @@ class Unpacker {
     }
     table_ = _mm512_broadcast_i32x4(_mm_load_si128(reinterpret_cast<const __m128i*>(table)));
     sign_ = _mm512_broadcast_i32x4(_mm_load_si128(reinterpret_cast<const __m128i*>(sign)));
-    if constexpr (kVbmi) {  // entry k = table[k mod 2^bits]: vpermb reads 6 index bits
-      alignas(64) uint8_t wide[64];
-      for (size_t k = 0; k < 64; ++k) wide[k] = table[k % (size_t{1} << kCodeWidth)];
-      table64_ = _mm512_load_si512(wide);
-      // 2-bit: tables that read crumb 1 or 2 of the 6-bit index, so a byte's crumbs 0..2 need
-      // no shift at all (crumb 3 is crumb 2 of the byte shifted right by 2).
-      for (size_t j = 1; j < 3; ++j) {
-        for (size_t k = 0; k < 64; ++k) wide[k] = table[(k >> (2 * j)) & 3];
-        crumb_table_[j - 1] = _mm512_load_si512(wide);
-      }
+    if constexpr (kVbmi) {
+#if defined(__AVX512VBMI__)
+      // Entry k = table[k mod 2^bits]: vpermb reads 6 index bits. 2-bit: also tables that read
+      // crumb 1 or 2 of the 6-bit index, so a byte's crumbs 0..2 need no shift at all (crumb 3
+      // is crumb 2 of the byte shifted right by 2). Built by byte permutes of the 16-entry table
+      // with constant index vectors (a gemv call constructs its unpacker: scalar loops over the
+      // 192 entries were ~1% of a decode).
+      table64_ = _mm512_permutexvar_epi8(_mm512_load_si512(kWideIndex<kCodeWidth>.data()), table_);
+      crumb_table_[0] = _mm512_permutexvar_epi8(_mm512_load_si512(kCrumbIndex<1>.data()), table_);
+      crumb_table_[1] = _mm512_permutexvar_epi8(_mm512_load_si512(kCrumbIndex<2>.data()), table_);
+#endif
     }
   }
 
@@ -750,6 +766,7 @@ void GemmBits(const CqMatrix& m, const I8Codebook& cb, const I8Acts& acts, size_
         GemvPairs<kBits>(unpack, GemmArgs{&m, &acts, cb.scale, row_begin, y, ldy}, full);
       y += full - row_begin;
       row_begin = full;
+      if (row_begin >= row_end) return;  // no rows left for the tiles below (nor their staging)
     }
   }
   const GemmArgs a{&m, &acts, cb.scale, row_begin, y, ldy};
