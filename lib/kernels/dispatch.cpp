@@ -21,16 +21,9 @@ const KernelTable kScalar{
     &DotI8Reference,    &ExpfArrayReference, &LogfArrayReference,    &QuantizeI8,
     &AttendI8Reference, &SinkhornReference};
 #if defined(NEEDLE_X86)
-const KernelTable kAvx2{"avx2",
-                        &CqGemmAvx2,
-                        &CqQuantizeI8Avx2,
-                        &CqGemmI8Avx2,
-                        &DotI8Avx2,
-                        &ExpfArrayAvx2,
-                        &LogfArrayAvx2,
-                        &QuantizeI8Avx2,
-                        &AttendI8Avx2,
-                        &SinkhornVia<ExpfArrayAvx2, LogfArrayAvx2>};
+const KernelTable kAvx2{"avx2",        &CqGemmAvx2,    &CqQuantizeI8Avx2, &CqGemmI8Avx2,
+                        &DotI8Avx2,    &ExpfArrayAvx2, &LogfArrayAvx2,    &QuantizeI8Avx2,
+                        &AttendI8Avx2, &SinkhornAvx2};
 
 // AVX512_VNNI (and with it AVX512_VBMI) is used inside the avx512 table when the CPU has it (same
 // activation layout, same bits); it is not a level of its own, so --isa avx512 keeps meaning

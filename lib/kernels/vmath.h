@@ -35,10 +35,6 @@ void LogfArrayReference(const float* x, float* y, size_t n);
 // all matrices, is one array call (the same bits as one call per value).
 void SinkhornArrays(ExpfArrayFn expf_array, LogfArrayFn logf_array, float* P, size_t n,
                     size_t count, int rounds, float* scratch);
-template <ExpfArrayFn kExpf, LogfArrayFn kLogf>
-void SinkhornVia(float* P, size_t n, size_t count, int rounds, float* scratch) {
-  SinkhornArrays(kExpf, kLogf, P, n, count, rounds, scratch);
-}
 // The reference: SinkhornArrays over the scalar libm ports.
 void SinkhornReference(float* P, size_t n, size_t count, int rounds, float* scratch);
 
@@ -47,6 +43,9 @@ void SinkhornReference(float* P, size_t n, size_t count, int rounds, float* scra
 void ExpfArrayAvx2(const float* x, float* y, size_t n);
 void LogfArrayAvx2(const float* x, float* y, size_t n);
 float QuantizeI8Avx2(const float* v, size_t n, int8_t* q);
+// n = 4: each matrix in two vectors, two matrices' chains interleaved; other n: SinkhornArrays
+// over the AVX2 arrays.
+void SinkhornAvx2(float* P, size_t n, size_t count, int rounds, float* scratch);
 
 // AVX-512 F/DQ/VL: 16 floats per step as two vectors of 8 doubles; lookups by vpermt2pd.
 void ExpfArrayAvx512(const float* x, float* y, size_t n);
