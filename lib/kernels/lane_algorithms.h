@@ -152,5 +152,34 @@ void SoftmaxHeadsLanes(float* scores, size_t count, size_t H, AttendExpfFn expf_
   }
 }
 
+// The Sinkhorn of one 4 x 4 matrix (vmath.h: SinkhornArrays' operations per line) on a 4-lane
+// policy: v[k] holds row k; the row phase transposes first so that every line is a lane and its
+// elements are v[0..3] (the column phase needs no transpose). kExpf / kLogf are the family's
+// libm ports on a vector, kTranspose its in-place 4 x 4 transpose.
+template <class V, typename V::T (*kExpf)(typename V::T), typename V::T (*kLogf)(typename V::T),
+          void (*kTranspose)(typename V::T*)>
+void Sinkhorn4Lanes(float* P, int rounds) {
+  using T = typename V::T;
+  static_assert(V::kLanes == 4, "one lane per line of a 4 x 4 matrix");
+  auto phase = [](T* v) {
+    T m = V::Splat(-1e30f);
+    for (size_t k = 0; k < 4; ++k) m = V::MaxKeep(m, v[k]);
+    T e[4];
+    for (size_t k = 0; k < 4; ++k) e[k] = kExpf(V::Sub(v[k], m));
+    const T s = V::Add(V::Add(V::Add(e[0], e[1]), e[2]), e[3]);
+    const T lse = V::Add(m, kLogf(s));
+    for (size_t k = 0; k < 4; ++k) v[k] = V::Sub(v[k], lse);
+  };
+  T v[4];
+  for (size_t k = 0; k < 4; ++k) v[k] = V::Load(P + 4 * k);
+  for (int round = 0; round < rounds; ++round) {
+    kTranspose(v);  // v[k] = column k: the rows' lines in lanes
+    phase(v);
+    kTranspose(v);  // back to rows: the columns' lines in lanes
+    phase(v);
+  }
+  for (size_t k = 0; k < 4; ++k) V::Store(P + 4 * k, kExpf(v[k]));
+}
+
 }  // namespace
 }  // namespace needle::kernels

@@ -11,6 +11,7 @@
 
 #include "kernels/arm/kernels_arm.h"
 #include "kernels/arm/neon_common.h"
+#include "kernels/lane_algorithms.h"
 #include "kernels/libm.h"
 #include "kernels/vmath.h"
 
@@ -124,19 +125,6 @@ inline void Apply(const float* x, float* y, size_t n) {
   }
 }
 
-// One Sinkhorn phase over 4 lines held as lanes: v[k] holds element k of every line, so the
-// running max (`m < x ? x : m` by compare and select: the reference's update, NaN included), the
-// sum and the subtraction are all lane-wise, in element order.
-inline void SinkhornPhase4(float32x4_t* v) {
-  float32x4_t m = vdupq_n_f32(-1e30f);
-  for (size_t k = 0; k < 4; ++k) m = vbslq_f32(vcltq_f32(m, v[k]), v[k], m);
-  float32x4_t e[4];
-  for (size_t k = 0; k < 4; ++k) e[k] = Expf4(vsubq_f32(v[k], m));
-  const float32x4_t s = vaddq_f32(vaddq_f32(vaddq_f32(e[0], e[1]), e[2]), e[3]);
-  const float32x4_t lse = vaddq_f32(m, Logf4(s));
-  for (size_t k = 0; k < 4; ++k) v[k] = vsubq_f32(v[k], lse);
-}
-
 inline float32x4_t Trn64(float32x4_t a, float32x4_t b, bool second) {
   const float64x2_t x = vreinterpretq_f64_f32(a), y = vreinterpretq_f64_f32(b);
   return vreinterpretq_f32_f64(second ? vtrn2q_f64(x, y) : vtrn1q_f64(x, y));
@@ -155,18 +143,8 @@ inline void Transpose4(float32x4_t* v) {
 
 void SinkhornNeon(float* P, size_t n, size_t count, int rounds, float* scratch) {
   if (n != 4) return SinkhornArrays(&ExpfArrayNeon, &LogfArrayNeon, P, n, count, rounds, scratch);
-  for (size_t c = 0; c < count; ++c) {
-    float* Pc = P + 16 * c;
-    float32x4_t v[4];  // the rows: v[k] = row k, lane l = column l
-    for (size_t k = 0; k < 4; ++k) v[k] = vld1q_f32(Pc + 4 * k);
-    for (int round = 0; round < rounds; ++round) {
-      Transpose4(v);  // v[k] = column k: the rows' lines in lanes
-      SinkhornPhase4(v);
-      Transpose4(v);  // back to rows: the columns' lines in lanes
-      SinkhornPhase4(v);
-    }
-    for (size_t k = 0; k < 4; ++k) vst1q_f32(Pc + 4 * k, Expf4(v[k]));
-  }
+  for (size_t c = 0; c < count; ++c)
+    Sinkhorn4Lanes<F32x4Neon, Expf4, Logf4, Transpose4>(P + 16 * c, rounds);
 }
 
 void ExpfArrayNeon(const float* x, float* y, size_t n) { Apply<Expf4>(x, y, n); }

@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "kernels/lane_algorithms.h"
 #include "kernels/libm.h"
 #include "kernels/vmath.h"
 #include "kernels/wasm/kernels_wasm.h"
@@ -130,19 +131,6 @@ inline void Apply(const float* x, float* y, size_t n) {
   }
 }
 
-// One Sinkhorn phase over 4 lines held as lanes: v[k] holds element k of every line, so the
-// running max (f32x4.pmax(m, x) is `m < x ? x : m`, the reference's update), the sum and the
-// subtraction are all lane-wise, in element order.
-inline void SinkhornPhase4(v128_t* v) {
-  v128_t m = wasm_f32x4_splat(-1e30f);
-  for (size_t k = 0; k < 4; ++k) m = wasm_f32x4_pmax(m, v[k]);
-  v128_t e[4];
-  for (size_t k = 0; k < 4; ++k) e[k] = Expf4(wasm_f32x4_sub(v[k], m));
-  const v128_t s = wasm_f32x4_add(wasm_f32x4_add(wasm_f32x4_add(e[0], e[1]), e[2]), e[3]);
-  const v128_t lse = wasm_f32x4_add(m, Logf4(s));
-  for (size_t k = 0; k < 4; ++k) v[k] = wasm_f32x4_sub(v[k], lse);
-}
-
 inline void Transpose4(v128_t* v) {
   const v128_t t0 = wasm_i32x4_shuffle(v[0], v[1], 0, 4, 1, 5);
   const v128_t t1 = wasm_i32x4_shuffle(v[0], v[1], 2, 6, 3, 7);
@@ -159,18 +147,8 @@ inline void Transpose4(v128_t* v) {
 void SinkhornSimd128(float* P, size_t n, size_t count, int rounds, float* scratch) {
   if (n != 4)
     return SinkhornArrays(&ExpfArraySimd128, &LogfArraySimd128, P, n, count, rounds, scratch);
-  for (size_t c = 0; c < count; ++c) {
-    float* Pc = P + 16 * c;
-    v128_t v[4];  // the rows: v[k] = row k, lane l = column l
-    for (size_t k = 0; k < 4; ++k) v[k] = Load(Pc + 4 * k);
-    for (int round = 0; round < rounds; ++round) {
-      Transpose4(v);  // v[k] = column k: the rows' lines in lanes
-      SinkhornPhase4(v);
-      Transpose4(v);  // back to rows: the columns' lines in lanes
-      SinkhornPhase4(v);
-    }
-    for (size_t k = 0; k < 4; ++k) Store(Pc + 4 * k, Expf4(v[k]));
-  }
+  for (size_t c = 0; c < count; ++c)
+    Sinkhorn4Lanes<simd128::F32x4, Expf4, Logf4, Transpose4>(P + 16 * c, rounds);
 }
 
 void ExpfArraySimd128(const float* x, float* y, size_t n) { Apply<Expf4>(x, y, n); }
