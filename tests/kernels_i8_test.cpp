@@ -425,6 +425,40 @@ TEST_CASE("int8 dot: exact on every value including -128", "[kernels][i8]") {
   for (const Variant& v : variants) CHECK(v.dot(all.data(), all.data(), all.size()) == 2796288);
 }
 
+TEST_CASE("int8 dot rows: every table equals the reference, -128 included", "[kernels][i8]") {
+  std::mt19937 rng(41);
+  size_t compared = 0;
+  for (size_t n : {size_t{0}, size_t{1}, size_t{31}, size_t{63}, size_t{64}, size_t{65},
+                   size_t{127}, size_t{128}, size_t{2048}, size_t{2049}}) {
+    for (size_t rows : {size_t{1}, size_t{3}, size_t{4}, size_t{5}, size_t{16}, size_t{17}}) {
+      const size_t lda = n + (rows % 3);  // rows not necessarily contiguous
+      std::vector<int8_t> a(rows * lda + 1), x(n + 1);
+      for (auto& v : a) v = static_cast<int8_t>(rng());
+      for (auto& v : x) v = static_cast<int8_t>(rng());
+      if (n > 2) a[1] = x[1] = a[2] = x[2] = -128;
+      std::vector<int32_t> want(rows);
+      for (size_t r = 0; r < rows; ++r) {
+        int64_t exact = 0;
+        for (size_t i = 0; i < n; ++i) exact += int64_t{a[r * lda + i]} * int64_t{x[i]};
+        want[r] = static_cast<int32_t>(exact);
+      }
+      std::vector<int32_t> ref(rows, -7);
+      k::DotI8RowsReference(a.data(), lda, rows, x.data(), n, ref.data());
+      REQUIRE(ref == want);
+      for (const std::string& isa : k::AvailableIsas()) {
+        const k::KernelTable& t = k::KernelsFor(isa);
+        REQUIRE(t.dot_i8_rows != nullptr);
+        std::vector<int32_t> got(rows, -7);
+        t.dot_i8_rows(a.data(), lda, rows, x.data(), n, got.data());
+        INFO(isa << " n " << n << " rows " << rows);
+        CHECK(got == want);
+        ++compared;
+      }
+    }
+  }
+  CHECK(compared > 0);
+}
+
 TEST_CASE("integer CQ gemm on the official-geometry fixture's tensors, bit for bit",
           "[kernels][i8]") {
   const auto variants = Variants();

@@ -23,8 +23,9 @@ struct KernelTable {
   ExpfArrayFn expf_array = nullptr;
   LogfArrayFn logf_array = nullptr;
   QuantizeI8Fn quantize_i8 = nullptr;
-  AttendI8Fn attend_i8 = nullptr;  // official attention over the int8 K/V ring
-  SinkhornFn sinkhorn = nullptr;   // the mHC's Sinkhorn (bit-exact with SinkhornReference)
+  AttendI8Fn attend_i8 = nullptr;     // official attention over the int8 K/V ring
+  SinkhornFn sinkhorn = nullptr;      // the mHC's Sinkhorn (bit-exact with SinkhornReference)
+  DotI8RowsFn dot_i8_rows = nullptr;  // int8 rows against one vector (the mHC's φ products)
 };
 
 // The scalar reference table (always available).

@@ -179,16 +179,18 @@ class OfficialNumerics final : public ForwardNumerics {
   // logit_j = w_j * (xs * (float)Σ qφ_jk qx_k), one int8 quantization of nx per token.
   void MhcLogits(size_t li, const float* nx, size_t n, float* coef, size_t ldc) override {
     const size_t nl = ctx_.geometry->lanes, nd = nl * ctx_.geometry->d_model;
-    const kernels::DotI8Fn dot = ctx_.kernels->dot_i8;
+    const kernels::DotI8RowsFn dot_rows = ctx_.kernels->dot_i8_rows;
     for (size_t t = 0; t < n; ++t) {
       int8_t* qx = &mhc_q_[t * nd];
       const float xs = ctx_.kernels->quantize_i8(nx + t * nd, nd, qx);
       float* c = coef + t * ldc;
       auto rows = [&](const I8Rows& phi, size_t first, size_t count, float* out) {
-        for (size_t j = 0; j < count; ++j) {
-          const size_t r = first + j;
-          const int32_t I = dot(&phi.q[r * nd], qx, nd);
-          out[j] = phi.scale[r] * (xs * static_cast<float>(I));
+        int32_t I[64];  // the dots of up to 64 rows at a time (count: lanes or lanes^2)
+        for (size_t j0 = 0; j0 < count; j0 += 64) {
+          const size_t m = std::min<size_t>(64, count - j0);
+          dot_rows(&phi.q[(first + j0) * nd], nd, m, qx, nd, I);
+          for (size_t j = 0; j < m; ++j)
+            out[j0 + j] = phi.scale[first + j0 + j] * (xs * static_cast<float>(I[j]));
         }
       };
       rows(phi_->pre, li * nl, nl, c);
