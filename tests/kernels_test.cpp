@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <random>
 #include <vector>
 
@@ -330,4 +331,29 @@ TEST_CASE("Dots16, Axpy, Scale and LaneMean equal plain loops bit for bit", "[ke
       CHECK(std::memcmp(mean.data(), want_mean.data(), n * 4) == 0);
     }
   }
+}
+
+TEST_CASE("ArgMax returns std::max_element's index", "[kernels]") {
+  std::mt19937 rng(12);
+  std::normal_distribution<float> dist(0.f, 3.f);
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  size_t checked = 0;
+  for (size_t n : {1, 2, 7, 16, 17, 100, 8192}) {
+    for (const char* kind : {"normal", "ties", "zeros", "nan", "nan-first", "inf"}) {
+      std::vector<float> x(n);
+      for (float& v : x) v = dist(rng);
+      if (std::strcmp(kind, "ties") == 0)
+        for (float& v : x) v = std::round(v);  // many equal maxima
+      if (std::strcmp(kind, "zeros") == 0)
+        for (size_t i = 0; i < n; ++i) x[i] = i % 2 ? 0.0f : -0.0f;
+      if (std::strcmp(kind, "nan") == 0) x[n / 2] = nan;
+      if (std::strcmp(kind, "nan-first") == 0) x[0] = nan;
+      if (std::strcmp(kind, "inf") == 0) x[n - 1] = std::numeric_limits<float>::infinity();
+      const size_t want = static_cast<size_t>(std::max_element(x.begin(), x.end()) - x.begin());
+      INFO(kind << " n " << n);
+      CHECK(needle::kernels::ArgMax(x.data(), n) == want);
+      ++checked;
+    }
+  }
+  CHECK(checked == 42);
 }

@@ -256,6 +256,23 @@ NEEDLE_VECTOR_CLONES void Axpy(float a, const float* x, float* y, size_t n) {
   for (size_t i = 0; i < n; ++i) y[i] += a * x[i];
 }
 
+NEEDLE_VECTOR_CLONES size_t ArgMax(const float* x, size_t n) {
+  // Pass 1: the largest value (a max reduction the compiler vectorizes; order-free for non-NaN
+  // values) and whether any NaN is there. Pass 2: its first index, which is what
+  // std::max_element's `largest < it` scan returns (equal values, +0 and -0 included, keep the
+  // first). With a NaN the scan's result depends on where it stands: run the scan itself.
+  float m = x[0];
+  bool nan = false;
+  for (size_t i = 0; i < n; ++i) {
+    m = x[i] > m ? x[i] : m;
+    nan = nan || x[i] != x[i];
+  }
+  if (nan) return static_cast<size_t>(std::max_element(x, x + n) - x);
+  for (size_t i = 0; i < n; ++i)
+    if (x[i] == m) return i;
+  return 0;
+}
+
 NEEDLE_VECTOR_CLONES void Scale(float a, float* x, size_t n) {
   for (size_t i = 0; i < n; ++i) x[i] = a * x[i];
 }

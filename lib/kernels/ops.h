@@ -86,6 +86,9 @@ void Negate(const float* x, size_t n, float* y);
 void GateMul(float* o, const float* e, size_t n);
 // AddScaled: out_i = a * x_i + y_i.
 void AddScaled(float a, const float* x, const float* y, size_t n, float* out);
+// ArgMax: the index std::max_element(x, x + n) returns (the first of the largest; n >= 1), with
+// a vectorizable maximum pass first (a NaN anywhere falls back to the sequential scan).
+size_t ArgMax(const float* x, size_t n);
 // Scale: x_i = a * x_i.
 void Scale(float a, float* x, size_t n);
 // Dots16: 16 dot chains at once, dots[q] = seq-sum over i of x_i * p[16 i + q] (acc = x_i * p +
