@@ -134,53 +134,57 @@ inline __m256i QuantizeLanes(__m256 v, __m256 inv) {
   return F32x8::RoundToI8(_mm256_mul_ps(v, inv));
 }
 
-// Sinkhorn of K 4 x 4 matrices at once, each as two vectors (rows 0-1, rows 2-3; lane 4 r' + c),
-// chains interleaved. Row phase: element k of every row is broadcast within its 128-bit lane
-// (vpermilps); column phase: each row is broadcast to both lanes (vperm2f128) and the lines are
-// then lane-wise. vmaxps(x, m) returns m unless x > m: the reference's `if (m < x) m = x`.
+// A matrix as two vectors, rows 0-1 and rows 2-3 (lane 4 r' + c). Row lines: element k of each
+// row in the row's four lanes (vpermilps, imm k * 0x55), per vector. Column lines: row k in both
+// 128-bit lanes (vperm2f128), so that a column's elements meet lane-wise.
+inline void RowElements(__m256 v, __m256* e) {
+  e[0] = _mm256_permute_ps(v, 0x00);
+  e[1] = _mm256_permute_ps(v, 0x55);
+  e[2] = _mm256_permute_ps(v, 0xAA);
+  e[3] = _mm256_permute_ps(v, 0xFF);
+}
+
+inline void ColumnElements(const __m256* v, __m256* e) {
+  for (size_t h = 0; h < 2; ++h) {
+    e[2 * h] = _mm256_permute2f128_ps(v[h], v[h], 0x00);
+    e[2 * h + 1] = _mm256_permute2f128_ps(v[h], v[h], 0x11);
+  }
+}
+
+// m (the running max from -1e30, vmaxps(x, m) = the reference's `if (m < x) m = x`) and the sum
+// of the exponentials in element order, from a line's four broadcast elements.
+inline __m256 LineMax(const __m256* el) {
+  __m256 m = _mm256_set1_ps(-1e30f);
+  for (size_t k = 0; k < 4; ++k) m = _mm256_max_ps(el[k], m);
+  return m;
+}
+
+inline __m256 LineSum(const __m256* el) {
+  return _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(el[0], el[1]), el[2]), el[3]);
+}
+
+// Sinkhorn of K matrices at once, their chains interleaved.
 template <size_t K>
 void Sinkhorn4(float* P, int rounds) {
   __m256 v[K][2];
   for (size_t c = 0; c < K; ++c)
     for (size_t h = 0; h < 2; ++h) v[c][h] = _mm256_loadu_ps(P + 16 * c + 8 * h);
-  const __m256 floor = _mm256_set1_ps(-1e30f);
-  auto in_row = [](__m256 x, int k) {
-    switch (k) {
-      case 0:
-        return _mm256_permute_ps(x, 0x00);
-      case 1:
-        return _mm256_permute_ps(x, 0x55);
-      case 2:
-        return _mm256_permute_ps(x, 0xAA);
-      default:
-        return _mm256_permute_ps(x, 0xFF);
-    }
-  };
-  // Row k of a matrix held as (v0, v1), in both 128-bit lanes.
-  auto row = [](const __m256* x, int k) {
-    const __m256 src = x[k / 2];
-    return k % 2 == 0 ? _mm256_permute2f128_ps(src, src, 0x00)
-                      : _mm256_permute2f128_ps(src, src, 0x11);
-  };
+  __m256 el[4];
   for (int round = 0; round < rounds; ++round) {
     for (size_t c = 0; c < K; ++c) {  // rows
       for (size_t h = 0; h < 2; ++h) {
-        __m256 m = floor;
-        for (int k = 0; k < 4; ++k) m = _mm256_max_ps(in_row(v[c][h], k), m);
-        const __m256 e = Expf8(_mm256_sub_ps(v[c][h], m));
-        const __m256 s = _mm256_add_ps(
-            _mm256_add_ps(_mm256_add_ps(in_row(e, 0), in_row(e, 1)), in_row(e, 2)), in_row(e, 3));
-        v[c][h] = _mm256_sub_ps(v[c][h], _mm256_add_ps(m, Logf8(s)));
+        RowElements(v[c][h], el);
+        const __m256 m = LineMax(el);
+        RowElements(Expf8(_mm256_sub_ps(v[c][h], m)), el);
+        v[c][h] = _mm256_sub_ps(v[c][h], _mm256_add_ps(m, Logf8(LineSum(el))));
       }
     }
     for (size_t c = 0; c < K; ++c) {  // columns
-      __m256 m = floor;
-      for (int k = 0; k < 4; ++k) m = _mm256_max_ps(row(v[c], k), m);
-      __m256 e[2];
-      for (size_t h = 0; h < 2; ++h) e[h] = Expf8(_mm256_sub_ps(v[c][h], m));
-      const __m256 s =
-          _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(row(e, 0), row(e, 1)), row(e, 2)), row(e, 3));
-      const __m256 lse = _mm256_add_ps(m, Logf8(s));
+      ColumnElements(v[c], el);
+      const __m256 m = LineMax(el);
+      const __m256 e[2] = {Expf8(_mm256_sub_ps(v[c][0], m)), Expf8(_mm256_sub_ps(v[c][1], m))};
+      ColumnElements(e, el);
+      const __m256 lse = _mm256_add_ps(m, Logf8(LineSum(el)));
       for (size_t h = 0; h < 2; ++h) v[c][h] = _mm256_sub_ps(v[c][h], lse);
     }
   }

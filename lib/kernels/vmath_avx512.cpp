@@ -4,6 +4,7 @@
 // reference's f32 product and exact rounding per element, masked tails). Bit-exact with the scalar
 // references. Only called after the dispatcher's CPU check.
 #include <cmath>
+#include <type_traits>
 
 #include "kernels/vmath.h"
 #include "kernels/x86_lanes.h"
@@ -129,53 +130,50 @@ inline __m128i QuantizeLanes(__m512 v, __m512 inv) {
   return _mm512_cvtepi32_epi8(_mm512_cvttps_epi32(F32x16::RoundHalfAway(_mm512_mul_ps(v, inv))));
 }
 
+// Element k = 0..3 of every line of v in all four lanes of that line: rows by an in-lane
+// broadcast (vpermilps), columns by a 128-bit lane broadcast (vshuff32x4); imm k * 0x55 picks
+// element (or lane) k four times.
+template <bool kColumns>
+inline void LineElements(__m512 v, __m512* e) {
+  if constexpr (kColumns) {
+    e[0] = _mm512_shuffle_f32x4(v, v, 0x00);
+    e[1] = _mm512_shuffle_f32x4(v, v, 0x55);
+    e[2] = _mm512_shuffle_f32x4(v, v, 0xAA);
+    e[3] = _mm512_shuffle_f32x4(v, v, 0xFF);
+  } else {
+    e[0] = _mm512_permute_ps(v, 0x00);
+    e[1] = _mm512_permute_ps(v, 0x55);
+    e[2] = _mm512_permute_ps(v, 0xAA);
+    e[3] = _mm512_permute_ps(v, 0xFF);
+  }
+}
+
 // Sinkhorn of K 4 x 4 matrices at once, lane 4 r + c = element (r, c), chains interleaved.
-// Row phase: element k of every row is broadcast within its 128-bit lane (vpermilps); column
-// phase: row k is broadcast to every 128-bit lane (vshuff32x4). vmaxps(x, m) returns m unless
-// x > m (NaN and equal zeros included): the reference's `if (m < x) m = x`.
+// vmaxps(x, m) returns m unless x > m (NaN and equal zeros included): the reference's
+// `if (m < x) m = x`.
 template <size_t K>
 void Sinkhorn4(float* P, int rounds) {
   __m512 x[K];
   for (size_t c = 0; c < K; ++c) x[c] = _mm512_loadu_ps(P + 16 * c);
-  const __m512 floor = _mm512_set1_ps(-1e30f);
-  for (int round = 0; round < rounds; ++round) {
-    for (int phase = 0; phase < 2; ++phase) {
-      auto elem = [phase](__m512 v, int k) {
-        if (phase == 0) {
-          switch (k) {
-            case 0:
-              return _mm512_permute_ps(v, 0x00);
-            case 1:
-              return _mm512_permute_ps(v, 0x55);
-            case 2:
-              return _mm512_permute_ps(v, 0xAA);
-            default:
-              return _mm512_permute_ps(v, 0xFF);
-          }
-        }
-        switch (k) {
-          case 0:
-            return _mm512_shuffle_f32x4(v, v, 0x00);
-          case 1:
-            return _mm512_shuffle_f32x4(v, v, 0x55);
-          case 2:
-            return _mm512_shuffle_f32x4(v, v, 0xAA);
-          default:
-            return _mm512_shuffle_f32x4(v, v, 0xFF);
-        }
-      };
-      __m512 m[K], s[K];
-      for (size_t c = 0; c < K; ++c) {
-        m[c] = floor;
-        for (int k = 0; k < 4; ++k) m[c] = _mm512_max_ps(elem(x[c], k), m[c]);
-      }
-      for (size_t c = 0; c < K; ++c) {
-        const __m512 e = Expf16(_mm512_sub_ps(x[c], m[c]));
-        s[c] = _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(elem(e, 0), elem(e, 1)), elem(e, 2)),
-                             elem(e, 3));
-      }
-      for (size_t c = 0; c < K; ++c) x[c] = _mm512_sub_ps(x[c], _mm512_add_ps(m[c], Logf16(s[c])));
+  auto phase = [&x](auto columns) {
+    constexpr bool kColumns = decltype(columns)::value;
+    __m512 m[K], s[K];
+    for (size_t c = 0; c < K; ++c) {
+      __m512 el[4];
+      LineElements<kColumns>(x[c], el);
+      m[c] = _mm512_set1_ps(-1e30f);
+      for (const __m512 v : el) m[c] = _mm512_max_ps(v, m[c]);
     }
+    for (size_t c = 0; c < K; ++c) {
+      __m512 el[4];
+      LineElements<kColumns>(Expf16(_mm512_sub_ps(x[c], m[c])), el);
+      s[c] = _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(el[0], el[1]), el[2]), el[3]);
+    }
+    for (size_t c = 0; c < K; ++c) x[c] = _mm512_sub_ps(x[c], _mm512_add_ps(m[c], Logf16(s[c])));
+  };
+  for (int round = 0; round < rounds; ++round) {
+    phase(std::false_type{});  // rows
+    phase(std::true_type{});   // columns
   }
   for (size_t c = 0; c < K; ++c) _mm512_storeu_ps(P + 16 * c, Expf16(x[c]));
 }
