@@ -97,6 +97,27 @@ void CqGemmI8Reference(const CqMatrix& m, const I8Codebook& cb, const I8Acts& ac
   }
 }
 
+size_t CqTileBytes(const CqMatrix& m) {
+  if (m.code_bits != 2 || m.group != kI8Group || m.rows == 0 || m.rows % kCqTileRows != 0) return 0;
+  return m.rows / kCqTileRows * m.groups_per_row * kCqTileBlockBytes;
+}
+
+void MakeCqTiles(const CqMatrix& m, uint8_t* out) {
+  const size_t groups = m.groups_per_row;
+  const size_t code_bytes = 2 * kI8Group / 8;  // one row's codes of one group
+  for (size_t t = 0; t < m.rows / kCqTileRows; ++t)
+    for (size_t g = 0; g < groups; ++g) {
+      uint8_t* block = out + (t * groups + g) * kCqTileBlockBytes;
+      for (size_t p = 0; p < kCqTileRows; ++p) {
+        const size_t r = t * kCqTileRows + p;
+        const uint8_t* codes = m.codes + r * m.row_bytes + g * code_bytes;
+        for (size_t k = 0; k < code_bytes; ++k) block[k * kCqTileRows + p] = codes[k];
+        const float norm = F16ToF32(LoadLE<uint16_t>(m.norms + (r * groups + g) * 2));
+        std::memcpy(block + code_bytes * kCqTileRows + p * sizeof(float), &norm, sizeof(float));
+      }
+    }
+}
+
 int32_t DotI8Reference(const int8_t* a, const int8_t* b, size_t n) {
   int32_t s = 0;
   for (size_t i = 0; i < n; ++i) s += int32_t{a[i]} * int32_t{b[i]};

@@ -20,6 +20,9 @@ struct CqMatrix {
   bool ternary = false;            // 2-bit crumbs of a ternary tensor (levels below)
   const uint8_t* codes = nullptr;  // [rows, row_bytes], LSB-first bit stream per row
   const uint8_t* norms = nullptr;  // [rows, groups_per_row] f16 little-endian, maybe unaligned
+  // Optional second copy of codes and norms in 16-row tiles (cq_int8.h, MakeCqTiles) for tables
+  // whose integer product reads it (KernelTable::cq_i8_tiles); codes and norms stay valid.
+  const uint8_t* tiles = nullptr;
   // Level of each raw code value (2^code_bits entries used). For ternary the crumb -> level map
   // is folded in here (crumb 3 -> -c, 0 -> 0, 1 -> +c, 2 unused = 0).
   float levels[16] = {};

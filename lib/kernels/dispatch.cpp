@@ -71,9 +71,9 @@ const KernelTable kDotprod{"dotprod",
 // Activations in the wasm layout (I8LayoutPositionWasm); the f32 CQ product is the scalar
 // reference's.
 const KernelTable kSimd128{
-    "simd128",        &CqGemmReference,  &CqQuantizeI8Simd128,       &CqGemmI8Simd128,
-    &DotI8Simd128,    &ExpfArraySimd128, &LogfArraySimd128,          &QuantizeI8Simd128,
-    &AttendI8Simd128, &SinkhornSimd128,  &DotI8RowsVia<DotI8Simd128>};
+    "simd128",        &CqGemmReference,  &CqQuantizeI8Simd128,        &CqGemmI8Simd128,
+    &DotI8Simd128,    &ExpfArraySimd128, &LogfArraySimd128,           &QuantizeI8Simd128,
+    &AttendI8Simd128, &SinkhornSimd128,  &DotI8RowsVia<DotI8Simd128>, /*cq_i8_tiles=*/true};
 #endif
 
 // The table for an ISA level this CPU supports.

@@ -15,6 +15,7 @@
 #include <cstring>
 #include <functional>
 #include <memory>
+#include <unordered_map>
 
 #include "base/error.h"
 #include "base/pages.h"
@@ -63,6 +64,38 @@ I8Rows QuantizeRows(const kernels::CqMatrix& m, kernels::QuantizeI8Fn quantize,
 // The three mHC φ matrices as int8 rows.
 struct PhiRows {
   I8Rows pre, post, res;
+};
+
+// The 16-row tiles (kernels/cq_int8.h) of the matrices the path projects, for kernel tables that
+// read them: one buffer, and each tiled matrix's twin (its view plus the tiles) by its address.
+struct TiledMatrices {
+  std::vector<uint8_t> bytes;
+  std::unordered_map<const kernels::CqMatrix*, kernels::CqMatrix> twins;
+
+  explicit TiledMatrices(const Weights& w) {
+    std::vector<const kernels::CqMatrix*> all{&w.embedding};
+    for (const LayerWeights& l : w.layers)
+      for (const auto* m : {&l.q_proj, &l.k_proj, &l.v_proj, &l.gate_proj, &l.out_proj})
+        all.push_back(m);
+    for (const EngramWeights& e : w.engram) all.insert(all.end(), {&e.key_proj, &e.value_proj});
+    size_t total = 0;
+    for (const kernels::CqMatrix* m : all) total += kernels::CqTileBytes(*m);
+    bytes.resize(total);
+    size_t at = 0;
+    for (const kernels::CqMatrix* m : all) {
+      const size_t n = kernels::CqTileBytes(*m);
+      if (n == 0) continue;
+      kernels::MakeCqTiles(*m, bytes.data() + at);
+      kernels::CqMatrix twin = *m;
+      twin.tiles = bytes.data() + at;
+      twins.emplace(m, twin);
+      at += n;
+    }
+  }
+  const kernels::CqMatrix& Of(const kernels::CqMatrix& m) const {
+    const auto it = twins.find(&m);
+    return it == twins.end() ? m : it->second;
+  }
 };
 
 // NUMERICS.md §3.1: the file codebook of the matrix's width as int8 (ternary: ±127, 0).
@@ -133,6 +166,11 @@ class OfficialNumerics final : public ForwardNumerics {
     };
     phi_ = ctx.derived ? ctx.derived->Get<PhiRows>("official.phi_i8", build)
                        : std::make_shared<const PhiRows>(build());
+    if (ctx.kernels->cq_i8_tiles) {
+      const std::function<TiledMatrices()> tile = [&w] { return TiledMatrices(w); };
+      tiled_ = ctx.derived ? ctx.derived->Get<TiledMatrices>("official.cq_tiles", tile)
+                           : std::make_shared<const TiledMatrices>(tile());
+    }
 
     const size_t B = ctx.max_batch, L = g.num_layers, kvd = g.kv_dim();
     act_q_.resize(B * max_in_pad);
@@ -172,7 +210,8 @@ class OfficialNumerics final : public ForwardNumerics {
     for (size_t k = 0; k < nj; ++k) cbs[k] = CodebookOf(*jobs[k].m);
     RunRowChunks(ctx_, jobs, rows * n * m0.in_pad, [&](const ProjectJob& j, size_t b, size_t e) {
       const size_t k = static_cast<size_t>(&j - jobs.data());
-      gemm(*j.m, k < nj ? cbs[k] : CodebookOf(*j.m), acts, b, e, j.y + (b - j.row_begin), j.ldy);
+      gemm(tiled_ ? tiled_->Of(*j.m) : *j.m, k < nj ? cbs[k] : CodebookOf(*j.m), acts, b, e,
+           j.y + (b - j.row_begin), j.ldy);
     });
   }
 
@@ -376,7 +415,8 @@ class OfficialNumerics final : public ForwardNumerics {
 
  private:
   NumericsContext ctx_;
-  std::shared_ptr<const PhiRows> phi_;  // shared by the model's decoders (DerivedData)
+  std::shared_ptr<const PhiRows> phi_;          // shared by the model's decoders (DerivedData)
+  std::shared_ptr<const TiledMatrices> tiled_;  // when the kernels read tiles (DerivedData)
   // Scratch for max_batch tokens (B).
   std::vector<int8_t> act_q_;      // [B, max in_pad] quantized activations (kernel layout)
   std::vector<float> act_scale_;   // [B, max in_pad / 128]

@@ -257,16 +257,18 @@ __attribute__((noinline)) void GemvBits(const CqMatrix& m, const I8Codebook& cb,
 // ---- 2-bit gemv by table lookup (T-MAC style): a code byte holds the codes of columns 4k..4k+3,
 // each nibble a column pair. For one token, a table per pair holds its 16 possible products
 // T[n] = q[n & 3] * a0 + q[n >> 2] * a1 (|T| <= 2 * 127 * 127 < 2^15), as its low bytes and its
-// high bytes + 128 (both unsigned). 16 rows go at a time: their code bytes transposed (vector k =
-// byte k of every row), so one i8x16.swizzle per table half gives a nibble's products for all 16
-// rows; the bytes are summed in 16-bit lanes, each lane holding two rows (its low byte row j, its
-// high byte row 8 + j): one sum of the whole lanes (mod 2^16) and one of their high bytes, from
-// which the low bytes' sum is recovered exactly (a group's 64 pairs sum to < 2^15 per row).
+// high bytes + 128 (both unsigned). 16 rows go at a time, as vectors holding one code byte of
+// each row (byte p: row p), read from the matrix's 16-row tiles (cq_int8.h) or transposed from
+// its rows; one i8x16.swizzle per table half gives a nibble's products for all 16 rows. The
+// bytes are summed in 16-bit lanes, each lane holding two rows (its low byte row 2j, its high
+// byte row 2j + 1): one sum of the whole lanes (mod 2^16) and one of their high bytes, from which
+// the low bytes' sum is recovered exactly (a group's 64 pairs sum to < 2^15 per row).
 // Then I = 256 * (sum of high bytes - 64 * 128) + sum of low bytes, exactly the group dot. ----
 
-constexpr size_t kLutRows = 16;
-constexpr size_t kLutGroups = 16;             // groups whose tables are built at a time
-constexpr size_t kPairTables = 2 * kI8Group;  // vectors per group: 64 pairs x {low, high}
+constexpr size_t kLutRows = kCqTileRows;
+constexpr size_t kLutGroups = 16;                     // groups whose tables are built at a time
+constexpr size_t kPairTables = 2 * kI8Group;          // vectors per group: 64 pairs x {low, high}
+constexpr size_t kLutCodeVectors = 2 * kI8Group / 8;  // code bytes of a row's group
 
 // The tables of one group of activations a (I8LayoutPositionWasm order: column 4k + j at 32 j + k),
 // vector 2 (2k + h) + {0: low bytes, 1: high bytes + 128} for the pair of columns 4k + 2h and
@@ -315,34 +317,62 @@ inline void Transpose16(v128_t* v) {
   }
 }
 
-// Rows [r0, r0 + 16), groups [g0, g1) of their chains (resumed from y when g0 > 0); tables hold
-// the groups' pair tables (BuildPairTables).
-void LutTile(const CqMatrix& m, float cb_scale, const float* scales, const v128_t* tables,
-             size_t g0, size_t g1, size_t r0, float* y) {
-  // Byte p of the transposed code vectors (and of every swizzle result) is row j for p = 2 j, row
-  // 8 + j for p = 2 j + 1: a 16-bit lane j holds rows j and 8 + j.
-  const uint8_t* rows[kLutRows];
-  for (size_t p = 0; p < kLutRows; ++p)
-    rows[p] = m.codes + (r0 + p / 2 + 8 * (p % 2)) * m.row_bytes;
+// Where LutTile finds a group of its 16 rows: the block of the matrix's tiles.
+struct TileSource {
+  const uint8_t* tile;  // the tile's block of group 0
+  const v128_t* Codes(size_t g, v128_t* /*scratch*/) const {
+    return reinterpret_cast<const v128_t*>(tile + g * kCqTileBlockBytes);
+  }
+  const float* Norms(size_t g, float* /*scratch*/) const {
+    return reinterpret_cast<const float*>(tile + g * kCqTileBlockBytes +
+                                          kLutCodeVectors * kLutRows);
+  }
+};
+
+// ... or the rows' own codes (transposed) and f16 norms (converted).
+struct RowSource {
+  const CqMatrix* m;
+  size_t r0;
+  const v128_t* Codes(size_t g, v128_t* scratch) const {
+    for (size_t half = 0; half < 2; ++half) {
+      for (size_t p = 0; p < kLutRows; ++p)
+        scratch[16 * half + p] = Load(m->codes + (r0 + p) * m->row_bytes + 32 * g + 16 * half);
+      Transpose16(scratch + 16 * half);
+    }
+    return scratch;
+  }
+  const float* Norms(size_t g, float* scratch) const {
+    uint16_t h[kLutRows];
+    for (size_t r = 0; r < kLutRows; ++r)
+      std::memcpy(&h[r], m->norms + ((r0 + r) * m->groups_per_row + g) * 2, 2);
+    for (size_t v = 0; v < 4; ++v)
+      Store(scratch + 4 * v,
+            HalfToFloat(wasm_u32x4_make(h[4 * v], h[4 * v + 1], h[4 * v + 2], h[4 * v + 3])));
+    return scratch;
+  }
+};
+
+// 16 rows (from `source`), groups [g0, g1) of their chains (resumed from y when g0 > 0); tables
+// hold the groups' pair tables (BuildPairTables).
+template <class Source>
+void LutTile(const Source& source, float cb_scale, const float* scales, const v128_t* tables,
+             size_t g0, size_t g1, float* y) {
   v128_t acc[4];
   for (size_t v = 0; v < 4; ++v) acc[v] = g0 > 0 ? Load(y + 4 * v) : wasm_f32x4_splat(0.f);
   const v128_t cb = wasm_f32x4_splat(cb_scale);
   const v128_t nibble = wasm_i8x16_splat(15);
   const v128_t offset = wasm_i32x4_splat(64 * 128 * 256);  // the high bytes' bias, summed
   for (size_t g = g0; g < g1; ++g) {
-    v128_t codes[32];
-    for (size_t half = 0; half < 2; ++half) {
-      for (size_t p = 0; p < kLutRows; ++p)
-        codes[16 * half + p] = Load(rows[p] + 32 * g + 16 * half);
-      Transpose16(codes + 16 * half);
-    }
+    v128_t scratch[kLutCodeVectors];
+    const v128_t* codes = source.Codes(g, scratch);
     v128_t low_all = wasm_i16x8_splat(0), low_odd = low_all, high_all = low_all, high_odd = low_all;
     // Pointer steps and constant offsets: indexing by k would cost an address computation per
     // load in wasm.
     const v128_t* t = tables + (g - g0) * kPairTables;
-    for (const v128_t* c = codes; c < codes + 32; ++c, t += 4) {
-      const v128_t index[2] = {wasm_v128_and(*c, nibble),
-                               wasm_v128_and(wasm_u16x8_shr(*c, 4), nibble)};
+    for (const v128_t* c = codes; c < codes + kLutCodeVectors; ++c, t += 4) {
+      const v128_t code = Load(c);
+      const v128_t index[2] = {wasm_v128_and(code, nibble),
+                               wasm_v128_and(wasm_u16x8_shr(code, 4), nibble)};
       for (size_t h = 0; h < 2; ++h) {
         const v128_t lo = wasm_i8x16_swizzle(t[2 * h], index[h]);
         const v128_t hi = wasm_i8x16_swizzle(t[2 * h + 1], index[h]);
@@ -352,12 +382,15 @@ void LutTile(const CqMatrix& m, float cb_scale, const float* scales, const v128_
         high_odd = wasm_i16x8_add(high_odd, wasm_u16x8_shr(hi, 8));
       }
     }
-    // Rows 0..7: the lanes' low bytes; rows 8..15: their high bytes.
-    const v128_t low[2] = {wasm_i16x8_sub(low_all, wasm_i16x8_shl(low_odd, 8)), low_odd};
-    const v128_t high[2] = {wasm_i16x8_sub(high_all, wasm_i16x8_shl(high_odd, 8)), high_odd};
-    uint16_t h[kLutRows];
-    for (size_t r = 0; r < kLutRows; ++r)
-      std::memcpy(&h[r], m.norms + ((r0 + r) * m.groups_per_row + g) * 2, 2);
+    // Even rows: the lanes' low bytes; odd rows: their high bytes; then rows in order.
+    const v128_t low_even = wasm_i16x8_sub(low_all, wasm_i16x8_shl(low_odd, 8));
+    const v128_t high_even = wasm_i16x8_sub(high_all, wasm_i16x8_shl(high_odd, 8));
+    const v128_t low[2] = {wasm_i16x8_shuffle(low_even, low_odd, 0, 8, 1, 9, 2, 10, 3, 11),
+                           wasm_i16x8_shuffle(low_even, low_odd, 4, 12, 5, 13, 6, 14, 7, 15)};
+    const v128_t high[2] = {wasm_i16x8_shuffle(high_even, high_odd, 0, 8, 1, 9, 2, 10, 3, 11),
+                            wasm_i16x8_shuffle(high_even, high_odd, 4, 12, 5, 13, 6, 14, 7, 15)};
+    alignas(16) float norm_scratch[kLutRows];
+    const float* norms = source.Norms(g, norm_scratch);
     const v128_t s = wasm_f32x4_splat(scales[g]);
     for (size_t v = 0; v < 4; ++v) {
       const v128_t lo16 = low[v / 2], hi16 = high[v / 2];
@@ -367,28 +400,36 @@ void LutTile(const CqMatrix& m, float cb_scale, const float* scales, const v128_
           v % 2 ? wasm_u32x4_extend_high_u16x8(hi16) : wasm_u32x4_extend_low_u16x8(hi16);
       const v128_t dot = wasm_f32x4_convert_i32x4(
           wasm_i32x4_sub(wasm_i32x4_add(wasm_i32x4_shl(hi32, 8), lo32), offset));
-      const v128_t norm =
-          HalfToFloat(wasm_u32x4_make(h[4 * v], h[4 * v + 1], h[4 * v + 2], h[4 * v + 3]));
-      acc[v] =
-          wasm_f32x4_add(wasm_f32x4_mul(norm, wasm_f32x4_mul(cb, wasm_f32x4_mul(s, dot))), acc[v]);
+      acc[v] = wasm_f32x4_add(
+          wasm_f32x4_mul(Load(norms + 4 * v), wasm_f32x4_mul(cb, wasm_f32x4_mul(s, dot))), acc[v]);
     }
   }
   for (size_t v = 0; v < 4; ++v) Store(y + 4 * v, acc[v]);
 }
 
-// 2-bit rows [row_begin, row_end): blocks of 16 rows by table lookup, the rest by GemvTile.
+// 2-bit rows [row_begin, row_end): blocks of 16 rows by table lookup (whole tiles of m.tiles when
+// present, else any 16 rows from row_begin), the rest by GemvTile.
 __attribute__((noinline)) void GemvLut(const CqMatrix& m, const I8Codebook& cb, const I8Acts& acts,
                                        size_t row_begin, size_t row_end, float* y) {
   static thread_local v128_t tables[kLutGroups * kPairTables];  // 32 KB
   const size_t groups = m.groups_per_row;
-  const size_t lut_end = row_begin + (row_end - row_begin) / kLutRows * kLutRows;
+  size_t lut_begin = row_begin;
+  if (m.tiles) lut_begin = std::min(row_end, (row_begin + kLutRows - 1) / kLutRows * kLutRows);
+  const size_t lut_end = lut_begin + (row_end - lut_begin) / kLutRows * kLutRows;
   for (size_t g0 = 0; g0 < groups; g0 += kLutGroups) {
     const size_t g1 = std::min(groups, g0 + kLutGroups);
     for (size_t g = g0; g < g1; ++g)
       BuildPairTables(cb, acts.q + g * kI8Group, tables + (g - g0) * kPairTables);
-    for (size_t r0 = row_begin; r0 < lut_end; r0 += kLutRows)
-      LutTile(m, cb.scale, acts.scales, tables, g0, g1, r0, y + (r0 - row_begin));
+    for (size_t r0 = lut_begin; r0 < lut_end; r0 += kLutRows) {
+      float* yr = y + (r0 - row_begin);
+      if (m.tiles)
+        LutTile(TileSource{m.tiles + r0 / kLutRows * groups * kCqTileBlockBytes}, cb.scale,
+                acts.scales, tables, g0, g1, yr);
+      else
+        LutTile(RowSource{&m, r0}, cb.scale, acts.scales, tables, g0, g1, yr);
+    }
   }
+  if (row_begin < lut_begin) GemvBits<2>(m, cb, acts, row_begin, lut_begin, y);
   if (lut_end < row_end) GemvBits<2>(m, cb, acts, lut_end, row_end, y + (lut_end - row_begin));
 }
 
