@@ -495,20 +495,13 @@ double Session::CallTokenConfidence(const std::vector<uint8_t>& allowed,
       sum += Exp(double(logits_[id]) - m);  // in id order
       if (whole_list_[id] && id != chat.im_end) order_.push_back(id);
     }
-  // Descending logit, ties by id: a strict total order, so the tokens come out in exactly the
-  // sorted order. The walk usually stops after a few tokens: a heap (linear to build) hands them
-  // out one at a time instead of sorting the vocabulary.
-  auto after_in_walk = [&](int32_t a, int32_t b) {
-    return logits_[a] < logits_[b] || (logits_[a] == logits_[b] && a > b);
-  };
-  std::make_heap(order_.begin(), order_.end(), after_in_walk);
-  auto heap_end = order_.end();
+  // Descending logit, ties by id (session/logit_walk.h: the best few sorted, the rest heaped
+  // only if the walk reaches them).
+  walk_.Start(logits_.data(), order_);
   double mass = 0, valid = 0, chosen = -1;
   int after = 0;
-  while (heap_end != order_.begin()) {
-    std::pop_heap(order_.begin(), heap_end, after_in_walk);
-    --heap_end;
-    const int32_t id = *heap_end;
+  int32_t id = 0;
+  while (walk_.Next(&id)) {
     if (chosen >= 0 && (mass >= pc.confidence_mass || after >= pc.confidence_walk)) break;
     if (chosen >= 0) ++after;
     const double p = Exp(double(logits_[id]) - m) / sum;

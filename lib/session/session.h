@@ -18,6 +18,7 @@
 #include "grammar/call_grammar.h"
 #include "model/decoder.h"
 #include "session/embedder.h"
+#include "session/logit_walk.h"
 #include "text/prompt.h"
 #include "text/tokenizer.h"
 
@@ -216,7 +217,8 @@ class Session {
   std::vector<uint8_t> whole_list_;
   // The rows the engine computes for such a step: whole_list_ and <think>, </think>, <tool_call>.
   std::vector<uint8_t> whole_rows_;
-  std::vector<int32_t> order_;   // token ids by logit (confidence walk scratch)
+  std::vector<int32_t> order_;   // the confidence walk's token ids (scratch)
+  LogitWalk walk_;               // ... in the walk's order
   int32_t close_array_id_ = -1;  // the single token "]" (-1: none)
   double prefix_seconds_ = 0;
   std::string system_;
