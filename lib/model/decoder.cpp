@@ -537,10 +537,14 @@ void Decoder::RunBlock(const int32_t* ids, size_t n, float* logits, size_t logit
         kernels::RopeRotate(&k_[t * kvd + h * hd], hd, cs);
     });
     numerics_->Attention(li, Ring(), position_, n, q_.data(), k_.data(), v_.data(), o_.data());
-    // o = o * (1 / (expf(-g) + 1)), the exponentials as one array call.
-    kernels::Negate(gate_.data(), n * ad, gate_.data());
-    kernels_->expf_array(gate_.data(), gate_.data(), n * ad);
-    kernels::GateMul(o_.data(), gate_.data(), n * ad);
+    // o = o * (1 / (expf(-g) + 1)), the exponentials as one array call per block of tokens.
+    ForTokenBlocks(n, [&](size_t t0, size_t t1) {
+      float* gt = &gate_[t0 * ad];
+      const size_t count = (t1 - t0) * ad;
+      kernels::Negate(gt, count, gt);
+      kernels_->expf_array(gt, gt, count);
+      kernels::GateMul(&o_[t0 * ad], gt, count);
+    });
     Project(lw.out_proj, o_.data(), n, ad, 0, d, a_.data(), d);
 
     const float attn_gate = kernels::Sigmoid(lw.attn_gate);

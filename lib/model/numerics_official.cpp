@@ -198,8 +198,11 @@ class OfficialNumerics final : public ForwardNumerics {
         for (const ProjectJob& one : jobs) Project(x, n, ldx, {&one, 1});
         return;
       }
-    ctx_.kernels->cq_quantize_i8(x, n, m0.cols, ldx, m0.in_pad, m0.code_bits, act_q_.data(),
-                                 act_scale_.data());
+    const size_t spt = m0.in_pad / kernels::kI8Group;  // scales per token
+    ForTokenRanges(n, [&](size_t t0, size_t t1) {
+      ctx_.kernels->cq_quantize_i8(x + t0 * ldx, t1 - t0, m0.cols, ldx, m0.in_pad, m0.code_bits,
+                                   &act_q_[t0 * m0.in_pad], &act_scale_[t0 * spt]);
+    });
     const kernels::I8Acts acts{act_q_.data(), act_scale_.data(), n, m0.in_pad};
     const kernels::CqGemmI8Fn gemm = ctx_.kernels->cq_gemm_i8;
     size_t rows = 0;
@@ -219,7 +222,7 @@ class OfficialNumerics final : public ForwardNumerics {
   void MhcLogits(size_t li, const float* nx, size_t n, float* coef, size_t ldc) override {
     const size_t nl = ctx_.geometry->lanes, nd = nl * ctx_.geometry->d_model;
     const kernels::DotI8RowsFn dot_rows = ctx_.kernels->dot_i8_rows;
-    for (size_t t = 0; t < n; ++t) {
+    auto token = [&](size_t t) {
       int8_t* qx = &mhc_q_[t * nd];
       const float xs = ctx_.kernels->quantize_i8(nx + t * nd, nd, qx);
       float* c = coef + t * ldc;
@@ -235,7 +238,10 @@ class OfficialNumerics final : public ForwardNumerics {
       rows(phi_->pre, li * nl, nl, c);
       rows(phi_->post, li * nl, nl, c + nl);
       rows(phi_->res, li * nl * nl, nl * nl, c + 2 * nl);
-    }
+    };
+    ForTokenRanges(n, [&](size_t t0, size_t t1) {
+      for (size_t t = t0; t < t1; ++t) token(t);
+    });
     // The next layer's φ rows (n + n + n² rows of n·d bytes, 48 KiB at the official geometry)
     // are read right at its start with nothing to overlap the misses: ask for them now, so they
     // arrive in cache while this layer's attention and MLP run.
@@ -265,8 +271,10 @@ class OfficialNumerics final : public ForwardNumerics {
     int8_t* vq = &vq_[layer * cap * kvd];
     float* ks = &k_scale_[layer * cap * kvb];
     float* vs = &v_scale_[layer * cap * kvb];
-    // 1. The whole call's K/V into the ring, per 64-block.
-    for (size_t t = 0; t < n; ++t) {
+    // 1. The whole call's K/V into the ring, per 64-block (token ranges on the pool when no two
+    // of the call's positions share a slot, as in every call no longer than the window).
+    const bool distinct_slots = ring.window == 0 || n <= ring.window;
+    auto write_kv = [&](size_t t) {
       const size_t slot = ring.Slot(pos0 + static_cast<uint32_t>(t));
       for (size_t b = 0; b < kvb; ++b) {
         ks[slot * kvb + b] = ctx_.kernels->quantize_i8(&k_all[t * kvd + b * kKvBlock], kKvBlock,
@@ -274,12 +282,19 @@ class OfficialNumerics final : public ForwardNumerics {
         vs[slot * kvb + b] = ctx_.kernels->quantize_i8(&v_all[t * kvd + b * kKvBlock], kKvBlock,
                                                        &vq[slot * kvd + b * kKvBlock]);
       }
+    };
+    if (distinct_slots) {
+      ForTokenRanges(n, [&](size_t t0, size_t t1) {
+        for (size_t t = t0; t < t1; ++t) write_kv(t);
+      });
+    } else {
+      for (size_t t = 0; t < n; ++t) write_kv(t);
     }
     // 2. Queries int8 per head; visible keys per token (sinks, then the chunk-level window).
     const float inv_sqrt_hd = 1.0f / std::sqrt(static_cast<float>(hd));
     const uint32_t c_end = pos0 + static_cast<uint32_t>(n);
     size_t counts[64];
-    for (size_t t = 0; t < n; ++t) {
+    auto prepare = [&](size_t t) {
       for (size_t h = 0; h < H; ++h)
         q_scale_[t * H + h] =  // qse
             ctx_.kernels->quantize_i8(&q_all[t * ad + h * hd], hd, &qq_[t * ad + h * hd]) *
@@ -297,7 +312,10 @@ class OfficialNumerics final : public ForwardNumerics {
           vis[c++] = static_cast<uint32_t>(ring.Slot(pp));
       }
       counts[t] = c;
-    }
+    };
+    ForTokenRanges(n, [&](size_t t0, size_t t1) {
+      for (size_t t = t0; t < t1; ++t) prepare(t);
+    });
     // 3. Per token, all heads at once (kernels/attention_i8.h); tokens are independent work
     // items, each task with its own score scratch [count, H].
     const kernels::AttendI8Fn attend = ctx_.kernels->attend_i8;
@@ -414,6 +432,21 @@ class OfficialNumerics final : public ForwardNumerics {
   }
 
  private:
+  // fn(t0, t1) over token ranges covering [0, n): on the pool when it has threads and the call
+  // has tokens enough to share, else at once. Callers pass per-token work only (each token's
+  // operations in the same order whichever thread runs them), so the bits do not depend on it.
+  template <class Fn>
+  void ForTokenRanges(size_t n, const Fn& fn) {
+    constexpr size_t kMinTokens = 4;
+    const size_t threads = ctx_.pool ? static_cast<size_t>(std::max(ctx_.threads, 1)) : 1;
+    if (threads <= 1 || n < kMinTokens) {
+      fn(0, n);
+      return;
+    }
+    const size_t ranges = std::min(n, 2 * threads);
+    ctx_.pool->Run(ranges, [&](size_t r) { fn(r * n / ranges, (r + 1) * n / ranges); });
+  }
+
   NumericsContext ctx_;
   std::shared_ptr<const PhiRows> phi_;          // shared by the model's decoders (DerivedData)
   std::shared_ptr<const TiledMatrices> tiled_;  // when the kernels read tiles (DerivedData)
