@@ -508,28 +508,35 @@ TEST_CASE("int8 dot rows: every table equals the reference, -128 included", "[ke
   for (size_t n : {size_t{0}, size_t{1}, size_t{31}, size_t{63}, size_t{64}, size_t{65},
                    size_t{127}, size_t{128}, size_t{2048}, size_t{2049}}) {
     for (size_t rows : {size_t{1}, size_t{3}, size_t{4}, size_t{5}, size_t{16}, size_t{17}}) {
-      const size_t lda = n + (rows % 3);  // rows not necessarily contiguous
-      std::vector<int8_t> a(rows * lda + 1), x(n + 1);
-      for (auto& v : a) v = static_cast<int8_t>(rng());
-      for (auto& v : x) v = static_cast<int8_t>(rng());
-      if (n > 2) a[1] = x[1] = a[2] = x[2] = -128;
-      std::vector<int32_t> want(rows);
-      for (size_t r = 0; r < rows; ++r) {
-        int64_t exact = 0;
-        for (size_t i = 0; i < n; ++i) exact += int64_t{a[r * lda + i]} * int64_t{x[i]};
-        want[r] = static_cast<int32_t>(exact);
-      }
-      std::vector<int32_t> ref(rows, -7);
-      k::DotI8RowsReference(a.data(), lda, rows, x.data(), n, ref.data());
-      REQUIRE(ref == want);
-      for (const std::string& isa : k::AvailableIsas()) {
-        const k::KernelTable& t = k::KernelsFor(isa);
-        REQUIRE(t.dot_i8_rows != nullptr);
-        std::vector<int32_t> got(rows, -7);
-        t.dot_i8_rows(a.data(), lda, rows, x.data(), n, got.data());
-        INFO(isa << " n " << n << " rows " << rows);
-        CHECK(got == want);
-        ++compared;
+      // One to nine vectors: whole groups of four, each remainder, and a single one.
+      for (size_t nx : {size_t{1}, size_t{2}, size_t{3}, size_t{4}, size_t{5}, size_t{9}}) {
+        const size_t lda = n + (rows % 3);  // rows not necessarily contiguous
+        const size_t ldx = n + (nx % 2);    // nor vectors
+        const size_t ldo = rows + 2;        // outputs at a stride, the gaps untouched
+        std::vector<int8_t> a(rows * lda + 1), x(nx * ldx + 1);
+        for (auto& v : a) v = static_cast<int8_t>(rng());
+        for (auto& v : x) v = static_cast<int8_t>(rng());
+        if (n > 2) a[1] = x[1] = a[2] = x[2] = -128;
+        std::vector<int32_t> want(nx * ldo, -7);
+        for (size_t t = 0; t < nx; ++t)
+          for (size_t r = 0; r < rows; ++r) {
+            int64_t exact = 0;
+            for (size_t i = 0; i < n; ++i)
+              exact += int64_t{a[r * lda + i]} * int64_t{x[t * ldx + i]};
+            want[t * ldo + r] = static_cast<int32_t>(exact);
+          }
+        std::vector<int32_t> ref(nx * ldo, -7);
+        k::DotI8RowsReference(a.data(), lda, rows, x.data(), ldx, nx, n, ref.data(), ldo);
+        REQUIRE(ref == want);
+        for (const std::string& isa : k::AvailableIsas()) {
+          const k::KernelTable& t = k::KernelsFor(isa);
+          REQUIRE(t.dot_i8_rows != nullptr);
+          std::vector<int32_t> got(nx * ldo, -7);
+          t.dot_i8_rows(a.data(), lda, rows, x.data(), ldx, nx, n, got.data(), ldo);
+          INFO(isa << " n " << n << " rows " << rows << " vectors " << nx);
+          CHECK(got == want);
+          ++compared;
+        }
       }
     }
   }

@@ -124,9 +124,9 @@ int32_t DotI8Reference(const int8_t* a, const int8_t* b, size_t n) {
   return s;
 }
 
-void DotI8RowsReference(const int8_t* a, size_t lda, size_t rows, const int8_t* x, size_t n,
-                        int32_t* out) {
-  DotI8RowsVia<&DotI8Reference>(a, lda, rows, x, n, out);
+void DotI8RowsReference(const int8_t* a, size_t lda, size_t rows, const int8_t* x, size_t ldx,
+                        size_t nx, size_t n, int32_t* out, size_t ldo) {
+  DotI8RowsVia<&DotI8Reference>(a, lda, rows, x, ldx, nx, n, out, ldo);
 }
 
 }  // namespace needle::kernels

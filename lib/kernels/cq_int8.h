@@ -48,11 +48,12 @@ using CqGemmI8Fn = void (*)(const CqMatrix& m, const I8Codebook& cb, const I8Act
 
 // Exact int32 dot product of two int8 vectors (any n).
 using DotI8Fn = int32_t (*)(const int8_t* a, const int8_t* b, size_t n);
-// out[r] = the exact int32 dot of row r of a (a + r * lda, n values) with x, for r < rows: int8
-// rows against one shared vector (the mHC's φ rows against a token's int8 stream), which a SIMD
-// version loads and prepares once for all rows. n < 2^16.
-using DotI8RowsFn = void (*)(const int8_t* a, size_t lda, size_t rows, const int8_t* x, size_t n,
-                             int32_t* out);
+// out[t * ldo + r] = the exact int32 dot of row r of a (a + r * lda, n values) with vector t of x
+// (x + t * ldx, n values), for r < rows and t < nx: int8 rows against a few shared vectors (the
+// mHC's φ rows against the int8 streams of a block's tokens), which a SIMD version loads once for
+// all of them. n < 2^16.
+using DotI8RowsFn = void (*)(const int8_t* a, size_t lda, size_t rows, const int8_t* x,
+                             size_t ldx, size_t nx, size_t n, int32_t* out, size_t ldo);
 
 // Scalar references (plain layout: q in column order).
 void CqQuantizeI8Reference(const float* x, size_t n, size_t cols, size_t ldx, size_t in_pad,
@@ -60,13 +61,14 @@ void CqQuantizeI8Reference(const float* x, size_t n, size_t cols, size_t ldx, si
 void CqGemmI8Reference(const CqMatrix& m, const I8Codebook& cb, const I8Acts& acts,
                        size_t row_begin, size_t row_end, float* y, size_t ldy);
 int32_t DotI8Reference(const int8_t* a, const int8_t* b, size_t n);
-void DotI8RowsReference(const int8_t* a, size_t lda, size_t rows, const int8_t* x, size_t n,
-                        int32_t* out);
+void DotI8RowsReference(const int8_t* a, size_t lda, size_t rows, const int8_t* x, size_t ldx,
+                        size_t nx, size_t n, int32_t* out, size_t ldo);
 // The rows form of an ISA's single dot (for tables without their own rows kernel).
 template <DotI8Fn kDot>
-void DotI8RowsVia(const int8_t* a, size_t lda, size_t rows, const int8_t* x, size_t n,
-                  int32_t* out) {
-  for (size_t r = 0; r < rows; ++r) out[r] = kDot(a + r * lda, x, n);
+void DotI8RowsVia(const int8_t* a, size_t lda, size_t rows, const int8_t* x, size_t ldx, size_t nx,
+                  size_t n, int32_t* out, size_t ldo) {
+  for (size_t t = 0; t < nx; ++t)
+    for (size_t r = 0; r < rows; ++r) out[t * ldo + r] = kDot(a + r * lda, x + t * ldx, n);
 }
 
 // The engine's int8 quantizer Q(v) over n values: s = amax/127 (f32 division; 1 if amax == 0),

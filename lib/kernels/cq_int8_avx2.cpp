@@ -540,10 +540,12 @@ int32_t DotI8Avx2(const int8_t* a, const int8_t* b, size_t n) {
   return s;
 }
 
+namespace {
+
 // Four rows at a time: each 16 values of x are widened once and serve every row (vpmaddwd pairs
 // into int32; exact for any int8).
-void DotI8RowsAvx2(const int8_t* a, size_t lda, size_t rows, const int8_t* x, size_t n,
-                   int32_t* out) {
+void DotI8RowsOne(const int8_t* a, size_t lda, size_t rows, const int8_t* x, size_t n,
+                  int32_t* out) {
   constexpr size_t kRows = 4;
   size_t r = 0;
   for (; r + kRows <= rows; r += kRows) {
@@ -570,6 +572,13 @@ void DotI8RowsAvx2(const int8_t* a, size_t lda, size_t rows, const int8_t* x, si
     }
   }
   for (; r < rows; ++r) out[r] = DotI8Avx2(a + r * lda, x, n);
+}
+
+}  // namespace
+
+void DotI8RowsAvx2(const int8_t* a, size_t lda, size_t rows, const int8_t* x, size_t ldx,
+                   size_t nx, size_t n, int32_t* out, size_t ldo) {
+  for (size_t t = 0; t < nx; ++t) DotI8RowsOne(a, lda, rows, x + t * ldx, n, out + t * ldo);
 }
 
 }  // namespace needle::kernels

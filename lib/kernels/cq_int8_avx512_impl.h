@@ -865,5 +865,78 @@ void GemmI8(const CqMatrix& m, const I8Codebook& cb, const I8Acts& acts, size_t 
   return s;
 }
 
+#if defined(__AVX512VNNI__)
+// Rows against kT vectors (DotI8RowsFn), two rows at a time: each 64 bytes of a row are flipped
+// to unsigned once (a + 128) and meet the same 64 bytes of every vector in its own vpdpbusd
+// chain (2 * kT chains); 128 * (sum of the vector) is subtracted once per vector, not per row.
+// Exact: |dot| + 128 * |sum| < 2^31 for n < 2^16.
+template <size_t kT>
+void DotI8RowsTile(const int8_t* a, size_t lda, size_t rows, const int8_t* x, size_t ldx,
+                   size_t n, int32_t* out, size_t ldo) {
+  constexpr size_t kR = 2;
+  const size_t n64 = n / 64 * 64;
+  const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80)), ones = _mm512_set1_epi8(1);
+  int32_t bias[kT];
+  for (size_t t = 0; t < kT; ++t) {
+    __m512i s = _mm512_setzero_si512();
+    for (size_t i = 0; i < n64; i += 64)
+      s = _mm512_dpbusd_epi32(s, ones, _mm512_loadu_si512(x + t * ldx + i));
+    bias[t] = _mm512_reduce_add_epi32(s) * 128;
+  }
+  auto finish = [&](__m512i acc, const int8_t* row, size_t t) {
+    int32_t s = _mm512_reduce_add_epi32(acc) - bias[t];
+    for (size_t i = n64; i < n; ++i) s += int32_t{row[i]} * int32_t{x[t * ldx + i]};
+    return s;
+  };
+  size_t r = 0;
+  for (; r + kR <= rows; r += kR) {
+    const int8_t* a0 = a + r * lda;
+    const int8_t* a1 = a0 + lda;
+    __m512i acc0[kT], acc1[kT];
+    for (size_t t = 0; t < kT; ++t) acc0[t] = acc1[t] = _mm512_setzero_si512();
+    for (size_t i = 0; i < n64; i += 64) {
+      const __m512i u0 = _mm512_xor_si512(_mm512_loadu_si512(a0 + i), flip);
+      const __m512i u1 = _mm512_xor_si512(_mm512_loadu_si512(a1 + i), flip);
+      for (size_t t = 0; t < kT; ++t) {
+        const __m512i xv = _mm512_loadu_si512(x + t * ldx + i);
+        acc0[t] = _mm512_dpbusd_epi32(acc0[t], u0, xv);
+        acc1[t] = _mm512_dpbusd_epi32(acc1[t], u1, xv);
+      }
+    }
+    for (size_t t = 0; t < kT; ++t) {
+      out[t * ldo + r] = finish(acc0[t], a0, t);
+      out[t * ldo + r + 1] = finish(acc1[t], a1, t);
+    }
+  }
+  for (; r < rows; ++r) {
+    const int8_t* a0 = a + r * lda;
+    __m512i acc0[kT];
+    for (size_t t = 0; t < kT; ++t) acc0[t] = _mm512_setzero_si512();
+    for (size_t i = 0; i < n64; i += 64) {
+      const __m512i u0 = _mm512_xor_si512(_mm512_loadu_si512(a0 + i), flip);
+      for (size_t t = 0; t < kT; ++t)
+        acc0[t] = _mm512_dpbusd_epi32(acc0[t], u0, _mm512_loadu_si512(x + t * ldx + i));
+    }
+    for (size_t t = 0; t < kT; ++t) out[t * ldo + r] = finish(acc0[t], a0, t);
+  }
+}
+
+[[maybe_unused]] void DotI8Rows(const int8_t* a, size_t lda, size_t rows, const int8_t* x,
+                                size_t ldx, size_t nx, size_t n, int32_t* out, size_t ldo) {
+  constexpr size_t kMaxT = 4;
+  size_t t = 0;
+  for (; t + kMaxT <= nx; t += kMaxT)
+    DotI8RowsTile<kMaxT>(a, lda, rows, x + t * ldx, ldx, n, out + t * ldo, ldo);
+  const int8_t* xt = x + t * ldx;
+  int32_t* ot = out + t * ldo;
+  switch (nx - t) {
+    case 3: DotI8RowsTile<3>(a, lda, rows, xt, ldx, n, ot, ldo); break;
+    case 2: DotI8RowsTile<2>(a, lda, rows, xt, ldx, n, ot, ldo); break;
+    case 1: DotI8RowsTile<1>(a, lda, rows, xt, ldx, n, ot, ldo); break;
+    default: break;
+  }
+}
+#endif
+
 }  // namespace
 }  // namespace needle::kernels

@@ -19,4 +19,9 @@ void CqGemmI8Avx512Vnni(const CqMatrix& m, const I8Codebook& cb, const I8Acts& a
 
 int32_t DotI8Avx512Vnni(const int8_t* a, const int8_t* b, size_t n) { return DotI8(a, b, n); }
 
+void DotI8RowsAvx512Vnni(const int8_t* a, size_t lda, size_t rows, const int8_t* x, size_t ldx,
+                         size_t nx, size_t n, int32_t* out, size_t ldo) {
+  DotI8Rows(a, lda, rows, x, ldx, nx, n, out, ldo);
+}
+
 }  // namespace needle::kernels

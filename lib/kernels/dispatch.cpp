@@ -41,7 +41,7 @@ const KernelTable& Avx512Table() {
                         &QuantizeI8Avx512,
                         &AttendI8Avx512Vnni,
                         &SinkhornAvx512,
-                        &DotI8RowsVia<DotI8Avx512Vnni>}
+                        &DotI8RowsAvx512Vnni}
           : KernelTable{
                 "avx512",        &CqGemmAvx512,    &CqQuantizeI8Avx512,       &CqGemmI8Avx512,
                 &DotI8Avx512,    &ExpfArrayAvx512, &LogfArrayAvx512,          &QuantizeI8Avx512,

@@ -218,29 +218,35 @@ class OfficialNumerics final : public ForwardNumerics {
     });
   }
 
-  // logit_j = w_j * (xs * (float)Σ qφ_jk qx_k), one int8 quantization of nx per token.
+  // logit_j = w_j * (xs * (float)Σ qφ_jk qx_k), one int8 quantization of nx per token; the φ
+  // rows meet up to kTokens tokens' streams per pass (DotI8RowsFn).
   void MhcLogits(size_t li, const float* nx, size_t n, float* coef, size_t ldc) override {
     const size_t nl = ctx_.geometry->lanes, nd = nl * ctx_.geometry->d_model;
     const kernels::DotI8RowsFn dot_rows = ctx_.kernels->dot_i8_rows;
-    auto token = [&](size_t t) {
-      int8_t* qx = &mhc_q_[t * nd];
-      const float xs = ctx_.kernels->quantize_i8(nx + t * nd, nd, qx);
-      float* c = coef + t * ldc;
-      auto rows = [&](const I8Rows& phi, size_t first, size_t count, float* out) {
-        int32_t I[64];  // the dots of up to 64 rows at a time (count: lanes or lanes^2)
-        for (size_t j0 = 0; j0 < count; j0 += 64) {
-          const size_t m = std::min<size_t>(64, count - j0);
-          dot_rows(&phi.q[(first + j0) * nd], nd, m, qx, nd, I);
-          for (size_t j = 0; j < m; ++j)
-            out[j0 + j] = phi.scale[first + j0 + j] * (xs * static_cast<float>(I[j]));
-        }
-      };
-      rows(phi_->pre, li * nl, nl, c);
-      rows(phi_->post, li * nl, nl, c + nl);
-      rows(phi_->res, li * nl * nl, nl * nl, c + 2 * nl);
-    };
+    constexpr size_t kTokens = 4, kRows = 64;
     ForTokenRanges(n, [&](size_t t0, size_t t1) {
-      for (size_t t = t0; t < t1; ++t) token(t);
+      for (size_t t = t0; t < t1; ++t)
+        mhc_scale_[t] = ctx_.kernels->quantize_i8(nx + t * nd, nd, &mhc_q_[t * nd]);
+      for (size_t tq = t0; tq < t1; tq += kTokens) {
+        const size_t nt = std::min(kTokens, t1 - tq);
+        // The dots of up to kRows rows (count: lanes or lanes^2) for nt tokens at a time.
+        auto rows = [&](const I8Rows& phi, size_t first, size_t count, size_t at) {
+          int32_t I[kTokens * kRows];
+          for (size_t j0 = 0; j0 < count; j0 += kRows) {
+            const size_t m = std::min(kRows, count - j0);
+            dot_rows(&phi.q[(first + j0) * nd], nd, m, &mhc_q_[tq * nd], nd, nt, nd, I, kRows);
+            for (size_t t = 0; t < nt; ++t) {
+              const float xs = mhc_scale_[tq + t];
+              float* out = coef + (tq + t) * ldc + at + j0;
+              for (size_t j = 0; j < m; ++j)
+                out[j] = phi.scale[first + j0 + j] * (xs * static_cast<float>(I[t * kRows + j]));
+            }
+          }
+        };
+        rows(phi_->pre, li * nl, nl, 0);
+        rows(phi_->post, li * nl, nl, nl);
+        rows(phi_->res, li * nl * nl, nl * nl, 2 * nl);
+      }
     });
     // The next layer's φ rows (n + n + n² rows of n·d bytes, 48 KiB at the official geometry)
     // are read right at its start with nothing to overlap the misses: ask for them now, so they
