@@ -52,8 +52,8 @@ using DotI8Fn = int32_t (*)(const int8_t* a, const int8_t* b, size_t n);
 // (x + t * ldx, n values), for r < rows and t < nx: int8 rows against a few shared vectors (the
 // mHC's φ rows against the int8 streams of a block's tokens), which a SIMD version loads once for
 // all of them. n < 2^16.
-using DotI8RowsFn = void (*)(const int8_t* a, size_t lda, size_t rows, const int8_t* x,
-                             size_t ldx, size_t nx, size_t n, int32_t* out, size_t ldo);
+using DotI8RowsFn = void (*)(const int8_t* a, size_t lda, size_t rows, const int8_t* x, size_t ldx,
+                             size_t nx, size_t n, int32_t* out, size_t ldo);
 
 // Scalar references (plain layout: q in column order).
 void CqQuantizeI8Reference(const float* x, size_t n, size_t cols, size_t ldx, size_t in_pad,

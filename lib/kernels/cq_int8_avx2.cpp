@@ -576,8 +576,8 @@ void DotI8RowsOne(const int8_t* a, size_t lda, size_t rows, const int8_t* x, siz
 
 }  // namespace
 
-void DotI8RowsAvx2(const int8_t* a, size_t lda, size_t rows, const int8_t* x, size_t ldx,
-                   size_t nx, size_t n, int32_t* out, size_t ldo) {
+void DotI8RowsAvx2(const int8_t* a, size_t lda, size_t rows, const int8_t* x, size_t ldx, size_t nx,
+                   size_t n, int32_t* out, size_t ldo) {
   for (size_t t = 0; t < nx; ++t) DotI8RowsOne(a, lda, rows, x + t * ldx, n, out + t * ldo);
 }
 

@@ -871,8 +871,8 @@ void GemmI8(const CqMatrix& m, const I8Codebook& cb, const I8Acts& acts, size_t 
 // chain (2 * kT chains); 128 * (sum of the vector) is subtracted once per vector, not per row.
 // Exact: |dot| + 128 * |sum| < 2^31 for n < 2^16.
 template <size_t kT>
-void DotI8RowsTile(const int8_t* a, size_t lda, size_t rows, const int8_t* x, size_t ldx,
-                   size_t n, int32_t* out, size_t ldo) {
+void DotI8RowsTile(const int8_t* a, size_t lda, size_t rows, const int8_t* x, size_t ldx, size_t n,
+                   int32_t* out, size_t ldo) {
   constexpr size_t kR = 2;
   const size_t n64 = n / 64 * 64;
   const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80)), ones = _mm512_set1_epi8(1);
@@ -930,10 +930,17 @@ void DotI8RowsTile(const int8_t* a, size_t lda, size_t rows, const int8_t* x, si
   const int8_t* xt = x + t * ldx;
   int32_t* ot = out + t * ldo;
   switch (nx - t) {
-    case 3: DotI8RowsTile<3>(a, lda, rows, xt, ldx, n, ot, ldo); break;
-    case 2: DotI8RowsTile<2>(a, lda, rows, xt, ldx, n, ot, ldo); break;
-    case 1: DotI8RowsTile<1>(a, lda, rows, xt, ldx, n, ot, ldo); break;
-    default: break;
+    case 3:
+      DotI8RowsTile<3>(a, lda, rows, xt, ldx, n, ot, ldo);
+      break;
+    case 2:
+      DotI8RowsTile<2>(a, lda, rows, xt, ldx, n, ot, ldo);
+      break;
+    case 1:
+      DotI8RowsTile<1>(a, lda, rows, xt, ldx, n, ot, ldo);
+      break;
+    default:
+      break;
   }
 }
 #endif
