@@ -245,6 +245,40 @@ TEST_CASE("ChunkPool runs every chunk exactly once, job after job", "[kernels][p
   }
 }
 
+TEST_CASE("ChunkPool side tasks run once beside jobs, which still run every chunk once",
+          "[kernels][parallel]") {
+  for (int threads : {1, 2, 3}) {
+    needle::kernels::ChunkPool pool(threads);
+    std::vector<std::atomic<int>> hits(41);
+    long bad = 0, side_runs = 0, jobs_between = 0;
+    for (int round = 0; round < 2000; ++round) {
+      std::atomic<int> side{0};
+      // The side task takes a while, so jobs start while a worker may still be running it.
+      const auto task = [&] {
+        volatile int spin = 0;
+        for (int i = 0; i < 200 * (round % 4); ++i) spin = spin + 1;
+        side.fetch_add(1);
+      };
+      pool.Post(task);
+      for (int job = 0; job < round % 3; ++job) {
+        const size_t chunks = static_cast<size_t>((round + job) % 41) + 1;
+        for (auto& h : hits) h.store(0);
+        pool.Run(chunks, [&](size_t c) { hits[c].fetch_add(1); });
+        for (size_t c = 0; c < hits.size(); ++c) bad += hits[c].load() != (c < chunks ? 1 : 0);
+        ++jobs_between;
+      }
+      pool.Join();
+      side_runs += side.load();
+      bad += side.load() != 1;
+    }
+    pool.Join();  // nothing posted: returns at once
+    INFO("threads " << threads);
+    CHECK(bad == 0);
+    CHECK(side_runs == 2000);
+    CHECK(jobs_between > 0);
+  }
+}
+
 TEST_CASE("RoPE from cached angles equals the per-call rotation bit for bit", "[kernels]") {
   std::mt19937 rng(5);
   std::uniform_real_distribution<float> value(-3.f, 3.f);

@@ -67,9 +67,36 @@ void ChunkPool::WorkerLoop() {
     }
     seen = gen;
     if (stop_.load(std::memory_order_acquire)) return;
+    TakeSide();
     const size_t ran = Drain(gen);
     if (ran) done_.fetch_add(ran, std::memory_order_acq_rel);
   }
+}
+
+void ChunkPool::TakeSide() {
+  int expected = kSidePosted;
+  if (side_state_.load(std::memory_order_acquire) != kSidePosted ||
+      !side_state_.compare_exchange_strong(expected, kSideTaken, std::memory_order_acq_rel))
+    return;
+  side_call_(side_fn_);
+  side_state_.store(kSideDone, std::memory_order_release);
+}
+
+void ChunkPool::PostErased(const void* fn, SideCall call) {
+  side_fn_ = fn;
+  side_call_ = call;
+  side_state_.store(kSidePosted, std::memory_order_release);
+  if (workers_.empty()) return;
+  // Two steps keep the parity of the next job's generation (see side_state_).
+  generation_.fetch_add(2, std::memory_order_acq_rel);
+  generation_.notify_all();
+}
+
+void ChunkPool::Join() {
+  if (side_state_.load(std::memory_order_acquire) == kSideNone) return;  // nothing posted
+  TakeSide();
+  while (side_state_.load(std::memory_order_acquire) != kSideDone) CpuRelax();
+  side_state_.store(kSideNone, std::memory_order_relaxed);
 }
 
 void ChunkPool::RunErased(size_t chunks, const void* fn, Call call) {

@@ -30,9 +30,24 @@ class ChunkPool {
     RunErased(chunks, &fn, [](const void* f, size_t c) { (*static_cast<const Fn*>(f))(c); });
   }
 
+  // A side task: fn() starts on a worker that is free now (or when it finishes its chunk) and
+  // runs beside the caller, which may Run() meanwhile; Join() returns once it has run, running it
+  // on the caller if no worker took it (always so without workers). One side task at a time; fn
+  // must not use the pool and must live until Join(). Which thread runs it varies, what it
+  // computes does not.
+  template <class Fn>
+  void Post(const Fn& fn) {
+    PostErased(&fn, [](const void* f) { (*static_cast<const Fn*>(f))(); });
+  }
+  void Join();
+
  private:
   using Call = void (*)(const void* fn, size_t chunk);
+  using SideCall = void (*)(const void* fn);
   void RunErased(size_t chunks, const void* fn, Call call);
+  void PostErased(const void* fn, SideCall call);
+  // Runs the posted side task if nobody has taken it yet.
+  void TakeSide();
   void WorkerLoop();
   // Takes and runs chunks of generation `gen` until none are left. Returns chunks run.
   size_t Drain(uint32_t gen);
@@ -51,6 +66,13 @@ class ChunkPool {
   };
   Job jobs_[2];
   std::atomic<bool> stop_{false};
+  // The side task: kSideNone, kSidePosted (fn / call set), kSideTaken, kSideDone. Post wakes the
+  // workers by advancing generation_ by 2: a generation without a job keeps next_'s stamp of the
+  // last job (so no chunk can be claimed under it) and jobs keep alternating slots.
+  static constexpr int kSideNone = 0, kSidePosted = 1, kSideTaken = 2, kSideDone = 3;
+  std::atomic<int> side_state_{kSideNone};
+  const void* side_fn_ = nullptr;
+  SideCall side_call_ = nullptr;
 };
 
 }  // namespace needle::kernels

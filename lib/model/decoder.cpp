@@ -490,6 +490,26 @@ void Decoder::RunBlock(const int32_t* ids, size_t n, float* logits, size_t logit
       kernels::RmsUnitRows(&lanes_[t0 * nd], nd, t1 - t0, nd, kEps, &nx_[t0 * nd], nd);
     });
     numerics_->MhcLogits(li, nx_.data(), n, coef_.data(), ncoef);
+    // Lane mixing's P = Sinkhorn(A), A_ab = (a_res * logit_ab) + b_res_ab: needed only at the
+    // layer's end. A block of at most kSideTokens tokens (a decode step) posts it as the pool's
+    // side task, which a second thread runs beside this layer's attention and MLP; larger blocks
+    // split it among the threads below. Per matrix the engine's order (NUMERICS.md §4.3.10;
+    // kernels/vmath.h), a block's matrices together.
+    const size_t nn = nl * nl;
+    const float ares = w.a_res[li];
+    auto sinkhorn = [&](size_t t0, size_t t1) {
+      for (size_t t = t0; t < t1; ++t) {
+        const float* c = &coef_[t * ncoef];
+        for (size_t a2 = 0; a2 < nn; ++a2)
+          sink_p_[t * nn + a2] = (ares * c[2 * nl + a2]) + w.b_res[li * nn + a2];
+      }
+      kernels_->sinkhorn(&sink_p_[t0 * nn], nl, t1 - t0, kSinkhornRounds,
+                         &sink_scratch_[t0 * (nn + 2 * nl)]);
+    };
+    constexpr size_t kSideTokens = 16;
+    const bool side_sinkhorn = config_.threads > 1 && n <= kSideTokens;
+    const auto sinkhorn_all = [&] { sinkhorn(0, n); };
+    if (side_sinkhorn) pool_->Post(sinkhorn_all);
 
     const int site = g.engram_site_of_layer(static_cast<uint32_t>(li));
     ForTokens(n, [&](size_t t) {
@@ -548,7 +568,7 @@ void Decoder::RunBlock(const int32_t* ids, size_t n, float* logits, size_t logit
     Project(lw.out_proj, o_.data(), n, ad, 0, d, a_.data(), d);
 
     const float attn_gate = kernels::Sigmoid(lw.attn_gate);
-    const float apost = w.a_post[li], ares = w.a_res[li];
+    const float apost = w.a_post[li];
     // x = sg * ZCN(a, post_norm) + bx; z = ZCN(x, pre_hada) (the norms' sums interleaved across
     // the block's tokens).
     ForTokenBlocks(n, [&](size_t t0, size_t t1) {
@@ -582,19 +602,11 @@ void Decoder::RunBlock(const int32_t* ids, size_t n, float* logits, size_t logit
       kernels::MlpOut(x, z, c_hada, lw.d3.data(), u, d, y);
     });
 
-    // Lane mixing: X'_a = seq-sum over b of P_ab * X_b, starting from y * h_post_a;
-    // P = Sinkhorn(A), A_ab = (a_res * logit_ab) + b_res_ab (a block's matrices together).
-    const size_t nn = nl * nl;
-    ForTokenBlocks(n, [&](size_t t0, size_t t1) {
-      for (size_t t = t0; t < t1; ++t) {
-        const float* c = &coef_[t * ncoef];
-        for (size_t a2 = 0; a2 < nn; ++a2)
-          sink_p_[t * nn + a2] = (ares * c[2 * nl + a2]) + w.b_res[li * nn + a2];
-      }
-      // The engine's order (NUMERICS.md §4.3.10; kernels/vmath.h), a block's matrices together.
-      kernels_->sinkhorn(&sink_p_[t0 * nn], nl, t1 - t0, kSinkhornRounds,
-                         &sink_scratch_[t0 * (nn + 2 * nl)]);
-    });
+    // Lane mixing: X'_a = seq-sum over b of P_ab * X_b, starting from y * h_post_a.
+    if (side_sinkhorn)
+      pool_->Join();
+    else
+      ForTokenBlocks(n, sinkhorn);
     ForTokens(n, [&](size_t t) {
       const float* c = &coef_[t * ncoef];
       const float* P = &sink_p_[t * nn];
