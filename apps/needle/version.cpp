@@ -1,4 +1,4 @@
-// needle --version: version, the git commit the build was configured from, compiler, build type
+// needle --version: version, the git commit the build was made from, compiler, build type
 // and the kernel ISAs compiled in and usable on this CPU.
 #include "version.h"
 
@@ -6,6 +6,7 @@
 
 #include "kernels/cpu_features.h"
 #include "kernels/dispatch.h"
+#include "needle_git_commit.h"  // NEEDLE_GIT_COMMIT (cmake/git_commit.cmake, at build time)
 #include "report/system.h"
 
 #ifndef NEEDLE_GIT_COMMIT
