@@ -509,6 +509,14 @@ void Decoder::RunBlock(const int32_t* ids, size_t n, float* logits, size_t logit
     constexpr size_t kSideTokens = 16;
     const bool side_sinkhorn = config_.threads > 1 && n <= kSideTokens;
     const auto sinkhorn_all = [&] { sinkhorn(0, n); };
+    // Joined below; should anything on the way throw, the guard joins before the task's captures
+    // go out of scope.
+    struct SideJoin {
+      kernels::ChunkPool* pool;
+      ~SideJoin() {
+        if (pool) pool->Join();
+      }
+    } side_join{side_sinkhorn ? pool_.get() : nullptr};
     if (side_sinkhorn) pool_->Post(sinkhorn_all);
 
     const int site = g.engram_site_of_layer(static_cast<uint32_t>(li));
@@ -603,10 +611,12 @@ void Decoder::RunBlock(const int32_t* ids, size_t n, float* logits, size_t logit
     });
 
     // Lane mixing: X'_a = seq-sum over b of P_ab * X_b, starting from y * h_post_a.
-    if (side_sinkhorn)
+    if (side_sinkhorn) {
       pool_->Join();
-    else
+      side_join.pool = nullptr;
+    } else {
       ForTokenBlocks(n, sinkhorn);
+    }
     ForTokens(n, [&](size_t t) {
       const float* c = &coef_[t * ncoef];
       const float* P = &sink_p_[t * nn];
