@@ -23,8 +23,7 @@ macro(needle_wasm_dependencies)
   target_include_directories(needle_wasm_headers SYSTEM INTERFACE ${host_include})
   target_compile_definitions(needle_wasm_headers INTERFACE FMT_HEADER_ONLY=1 SPDLOG_FMT_EXTERNAL=1)
   add_library(nlohmann_json::nlohmann_json ALIAS needle_wasm_headers)
-  add_library(fmt::fmt ALIAS needle_wasm_headers)
-  add_library(spdlog::spdlog ALIAS needle_wasm_headers)
+  add_library(needle_fmt_spdlog ALIAS needle_wasm_headers)
 
   # Every object: SIMD128 and native wasm exceptions (the library reports errors by exception);
   # C++ objects also get wasm/compat.h (what this emscripten's libc++ lacks of C++20).

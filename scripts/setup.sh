@@ -28,7 +28,7 @@ if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
 PKGS=(build-essential cmake ninja-build pkg-config
       libcli11-dev nlohmann-json3-dev libfmt-dev libspdlog-dev catch2
       python3 python3-numpy python3-sentencepiece python3-jsonschema clang-format clang-tidy
-      dpkg-dev file man-db wamerican)
+      dpkg-dev file man-db wamerican lld)
 CLANG_PKGS=(clang-14 libclang-rt-14-dev libomp-14-dev)
 TORCH_PKGS=(python3-torch libopenblas0-serial)
 AARCH64_PKGS=(g++-aarch64-linux-gnu qemu-user libfmt-dev:arm64 libspdlog-dev:arm64 libgomp1:arm64)

@@ -3,9 +3,9 @@
 # build time and nothing is vendored. The minimum versions are Debian 12's (bookworm); a package's
 # own version file decides what newer versions it accepts (noted per package).
 #
-# Runtime: the .deb (CPack, at the end of the top-level CMakeLists.txt) depends on the runtime
-# packages of the compiled libraries only: libfmt9, libspdlog1.10 (as the libspdlog1.10-fmt9 it
-# provides), libgomp1, libstdc++6, libgcc-s1, libc6. CLI11 and nlohmann-json are header-only.
+# Runtime: the needle binary is static (NEEDLE_STATIC_BINARY); the .deb (CPack, at the end of the
+# top-level CMakeLists.txt) depends on what libneedle.so links: libgomp1, libstdc++6, libgcc-s1,
+# libc6. CLI11, nlohmann-json, fmt and spdlog are used as headers.
 # Packaging and its tests also use dpkg-dev (dpkg-shlibdeps), file, man-db and groff-base.
 
 # WebAssembly (emcmake, cmake/wasm.cmake): libneedle only; the header-only subset of the same
@@ -27,13 +27,23 @@ find_package(CLI11 2.1.2 REQUIRED)
 # Accepts 3.x.
 find_package(nlohmann_json 3.11.2 REQUIRED)
 
-# {fmt} >= 9.1.0 (libfmt-dev; runtime libfmt9): text formatting of tables, messages and records.
+# {fmt} >= 9.1.0 (libfmt-dev): text formatting of tables, messages and records.
 # Accepts any newer version.
 find_package(fmt 9.1.0 REQUIRED)
 
-# spdlog >= 1.10.0 (libspdlog-dev, built over the external fmt; runtime libspdlog1.10): the
-# diagnostics on stderr (--log-level, NEEDLE_LOG_LEVEL; lib/report/log.h). Accepts 1.x.
+# spdlog >= 1.10.0 (libspdlog-dev, built over the external fmt): the diagnostics on stderr
+# (--log-level, NEEDLE_LOG_LEVEL; lib/report/log.h). Accepts 1.x.
 find_package(spdlog 1.10.0 REQUIRED)
+
+# fmt and spdlog are used as headers (FMT_HEADER_ONLY, spdlog's header-only mode over that fmt),
+# as in the WebAssembly build: neither shared library is needed at run time, which lets the
+# needle binary be linked statically (NEEDLE_STATIC_BINARY). spdlog's own header-only target
+# would still link the shared libfmt, so the target is assembled here.
+add_library(needle_fmt_spdlog INTERFACE)
+get_target_property(needle_spdlog_include spdlog::spdlog_header_only INTERFACE_INCLUDE_DIRECTORIES)
+target_include_directories(needle_fmt_spdlog SYSTEM INTERFACE ${needle_spdlog_include})
+target_link_libraries(needle_fmt_spdlog INTERFACE fmt::fmt-header-only)
+target_compile_definitions(needle_fmt_spdlog INTERFACE SPDLOG_FMT_EXTERNAL=1)
 
 # OpenMP >= 4.5 (GCC 12's libgomp: libgcc-12-dev at build time, runtime libgomp1; clang builds
 # use libomp-14-dev): the parallel CQ encoder of requant/synth (lib/quant/cq.cpp) and the default
