@@ -2,7 +2,9 @@
 # Installs every build, test and benchmark dependency from Debian packages (Debian 12 /
 # Raspberry Pi OS); third_party/dependencies.cmake says what each library is for; dpkg-dev,
 # file and man-db serve the .deb (dpkg-shlibdeps computes its Depends) and the package tests;
-# wamerican (a word list, 1 MB) the training data generator's --dict-words and its test.
+# wamerican (a word list, 1 MB) the training data generator's --dict-words and its test; lld
+# links the binary with its run-path code packed (cmake/text-order.txt), which valgrind's
+# callgrind regenerates (scripts/gen-text-order.sh).
 # Run as root or with sudo. Nothing is downloaded outside apt. One apt-get run for everything
 # asked for, so that callers (CI) install once up front and jobs run side by side never race
 # for the dpkg lock.
@@ -28,7 +30,7 @@ if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
 PKGS=(build-essential cmake ninja-build pkg-config
       libcli11-dev nlohmann-json3-dev libfmt-dev libspdlog-dev catch2
       python3 python3-numpy python3-sentencepiece python3-jsonschema clang-format clang-tidy
-      dpkg-dev file man-db wamerican lld)
+      dpkg-dev file man-db wamerican lld valgrind)
 CLANG_PKGS=(clang-14 libclang-rt-14-dev libomp-14-dev)
 TORCH_PKGS=(python3-torch libopenblas0-serial)
 AARCH64_PKGS=(g++-aarch64-linux-gnu qemu-user libfmt-dev:arm64 libspdlog-dev:arm64 libgomp1:arm64)
