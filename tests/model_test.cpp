@@ -621,3 +621,24 @@ TEST_CASE("Mark / Rewind returns to the marked state bit for bit, also across th
     CHECK_THROWS_AS(dec.Rewind(mark), needle::InvalidInput);
   }
 }
+
+TEST_CASE("a decode step attends to the sinks and the window, or to everything without one",
+          "[model][window]") {
+  // No window: every position up to p.
+  const needle::model::KvRing all{0, 0, 100};
+  CHECK(all.StepVisibleCount(0) == 1);
+  CHECK(all.StepVisibleCount(9) == 10);
+  // Window 4, sinks 2: positions 0..p until the ring holds 6, then 0, 1 and the last 4.
+  const needle::model::KvRing ring{4, 2, 6};
+  CHECK(ring.StepVisibleCount(0) == 1);  // {0}
+  CHECK(ring.StepVisibleCount(1) == 2);  // {0, 1}
+  CHECK(ring.StepVisibleCount(3) == 4);  // {0, 1, 2, 3}
+  CHECK(ring.StepVisibleCount(5) == 6);  // {0, 1, 2..5}
+  CHECK(ring.StepVisibleCount(6) == 6);  // {0, 1, 3..6}
+  CHECK(ring.StepVisibleCount(100) == 6);
+  // More sinks than positions so far: only those.
+  const needle::model::KvRing sinks{4, 8, 12};
+  CHECK(sinks.StepVisibleCount(2) == 3);
+  CHECK(sinks.StepVisibleCount(10) == 11);  // {0..7, 8..10}
+  CHECK(sinks.StepVisibleCount(20) == 12);  // {0..7, 17..20}
+}

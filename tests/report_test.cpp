@@ -135,6 +135,12 @@ TEST_CASE("bench records carry the read ceiling measured beside them", "[report]
   CHECK(j["records"][0]["decode_pct_of_ceiling"] == 10.0);
   CHECK(Render({r}, GetSystemInfo(), BenchFormat::kMarkdown).find("10% of 5000") !=
         std::string::npos);
+  // The K/V cache a step reads counts too: 10 MB + 2.5 MB at 50 GB/s, 4,000 tok/s.
+  r.kv_bytes_per_token = 2'500'000;
+  const auto jk = nlohmann::json::parse(Render({r}, GetSystemInfo(), BenchFormat::kJson));
+  CHECK(jk["records"][0]["kv_bytes_per_token"] == 2'500'000);
+  CHECK(jk["records"][0]["decode_ceiling_tok_s"] == 4000.0);
+  CHECK(jk["records"][0]["decode_pct_of_ceiling"] == 12.5);
   // The probe itself: a real, finite bandwidth for a buffer of a few MB.
   const double bw = MeasureReadBandwidth(4 << 20, 0.01);
   CHECK(bw > 1e8);

@@ -143,6 +143,11 @@ class Decoder {
   ScratchUse BlockScratchUse() const;
   // Bytes of KV cache per position (all layers).
   size_t KvBytesPerPosition() const { return numerics_->KvBytesPerSlot() * geometry_.num_layers; }
+  // KV cache bytes a decode step at `position` reads (every layer's K/V of the positions it
+  // attends to, with this decoder's window and sinks).
+  uint64_t StepKvReadBytes(uint32_t position) const {
+    return uint64_t{KvBytesPerPosition()} * Ring().StepVisibleCount(position);
+  }
 
  private:
   // Runs n <= max_batch tokens at positions position_.. (one forward call) and advances position_.

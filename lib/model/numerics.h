@@ -52,6 +52,14 @@ struct KvRing {
   size_t Slot(uint32_t pos) const {
     return (window == 0 || pos < sinks) ? pos : sinks + (pos - sinks) % window;
   }
+  // Positions a token at p attends to when it is alone in its call (a decode step): every
+  // position up to p without a window; else the sinks and the last `window` positions.
+  size_t StepVisibleCount(uint32_t p) const {
+    if (window == 0) return size_t{p} + 1;
+    const uint32_t sink_end = std::min(sinks, p + 1);
+    const uint32_t window_begin = std::max(sinks, p + 1 > window ? p + 1 - window : 0u);
+    return sink_end + (p + 1 > window_begin ? p + 1 - window_begin : 0u);
+  }
 };
 
 // Data a numeric path derives from the weights alone (e.g. the official path's int8 φ rows),

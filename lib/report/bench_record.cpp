@@ -23,8 +23,8 @@ double BenchRecord::pg_median() const {
   return Median(rates);
 }
 double BenchRecord::decode_ceiling_tok_s() const {
-  return weight_bytes_per_token ? read_bytes_per_s / static_cast<double>(weight_bytes_per_token)
-                                : 0.0;
+  const uint64_t bytes = weight_bytes_per_token + kv_bytes_per_token;
+  return weight_bytes_per_token ? read_bytes_per_s / static_cast<double>(bytes) : 0.0;
 }
 
 namespace {
@@ -80,6 +80,7 @@ nlohmann::ordered_json ToJson(const BenchRecord& r) {
   j["peak_rss_bytes"] = r.peak_rss_bytes;
   j["model_bytes"] = r.model_bytes;
   j["weight_bytes_per_token"] = r.weight_bytes_per_token;
+  j["kv_bytes_per_token"] = r.kv_bytes_per_token;
   j["read_gb_s"] = r.read_bytes_per_s / 1e9;
   j["decode_ceiling_tok_s"] = r.decode_ceiling_tok_s();
   j["decode_pct_of_ceiling"] = PercentOfCeiling(r);
@@ -114,6 +115,7 @@ constexpr std::pair<const char*, const char*> kSqlColumns[] = {
     {"decode_samples", "TEXT"},
     {"peak_rss_bytes", "INTEGER"},
     {"weight_bytes_per_token", "INTEGER"},
+    {"kv_bytes_per_token", "INTEGER"},
     {"read_gb_s", "REAL"},
     {"decode_ceiling_tok_s", "REAL"}};
 
@@ -186,6 +188,7 @@ std::string BenchWriter::Row(const BenchRecord& r) {
           SqlText(Dump(nlohmann::ordered_json(r.decode_tok_s))),
           std::to_string(r.peak_rss_bytes),
           std::to_string(r.weight_bytes_per_token),
+          std::to_string(r.kv_bytes_per_token),
           Number(r.read_bytes_per_s / 1e9, "NULL"),
           Number(r.decode_ceiling_tok_s(), "NULL")};
       return SqlInsert(kSqlTable, kSqlColumns, system_, values);
@@ -223,8 +226,10 @@ std::string WriterEnd(BenchFormat f, size_t rows, const char* md_footnote) {
 
 std::string BenchWriter::End() const {
   return WriterEnd(format_, rows_,
-                   "% of read ceiling: the decode median against the weights one decoded token "
-                   "reads divided by one thread's read bandwidth, measured after each point.");
+                   "% of read ceiling: the decode median against one thread's read bandwidth "
+                   "(measured after each point) divided by the bytes a decoded token reads: the "
+                   "weights and the K/V cache of the positions it attends to (mean over the "
+                   "point's steps).");
 }
 
 std::string Render(const std::vector<BenchRecord>& records, const SystemInfo& sys, BenchFormat f) {

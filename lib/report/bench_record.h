@@ -36,9 +36,13 @@ struct BenchRecord {
   // Machine limit measured at this point: weights one decoded token reads, and one thread's read
   // bandwidth over a buffer that size (best of repeated passes, right after the repetitions).
   uint64_t weight_bytes_per_token = 0;
+  // K/V cache bytes a decode step reads (codes and scales of the positions it attends to, every
+  // layer), mean over the point's steps: it grows with the context, up to sinks + window.
+  uint64_t kv_bytes_per_token = 0;
   double read_bytes_per_s = 0;
 
-  // read_bytes_per_s / weight_bytes_per_token: decode speed if only weight reads cost time.
+  // read_bytes_per_s / (weight_bytes_per_token + kv_bytes_per_token): decode speed if only
+  // reading the weights and the K/V cache cost time.
   double decode_ceiling_tok_s() const;
 
   double prefill_median() const;
