@@ -399,7 +399,8 @@ void RunBench(const BenchArgs& a) {
                     model.weights(), cfg.path == model::NumericPath::kOfficial);
                 if (tg > 0) {  // decode steps at positions pp .. pp + tg - 1
                   uint64_t kv = 0;
-                  for (int i = 0; i < tg; ++i) kv += dec.StepKvReadBytes(static_cast<uint32_t>(pp + i));
+                  for (int i = 0; i < tg; ++i)
+                    kv += dec.StepKvReadBytes(static_cast<uint32_t>(pp + i));
                   r.kv_bytes_per_token = kv / static_cast<uint64_t>(tg);
                 }
                 r.read_bytes_per_s = report::MeasureReadBandwidth(r.weight_bytes_per_token, 0.05);
