@@ -543,6 +543,41 @@ TEST_CASE("int8 dot rows: every table equals the reference, -128 included", "[ke
   CHECK(compared > 0);
 }
 
+TEST_CASE("int8 peak probe: every table runs its chains and counts its multiply-adds",
+          "[kernels][i8]") {
+  // MACs per round of each table's probe (cq_int8.h's MacPeakFn): chains x MACs per chain step.
+  const auto per_round = [](const std::string& isa) -> uint64_t {
+    if (isa == "scalar") return 16;       // 16 int32 multiply-adds
+    if (isa == "avx2") return 12 * 32;    // vpmaddubsw ymm
+    if (isa == "avx512") return 16 * 64;  // vpdpbusd / vpmaddubsw zmm
+    if (isa == "simd128") return 8 * 8;   // i32x4.dot_i16x8_s
+    return 16 * 16;                       // neon, dotprod: SMULL pairs / SDOT
+  };
+  size_t probed = 0;
+  for (const std::string& isa : k::AvailableIsas()) {
+    INFO(isa);
+    const k::KernelTable& t = k::KernelsFor(isa);
+    REQUIRE(t.mac_peak != nullptr);
+    CHECK(t.mac_peak(0) == 0);
+    CHECK(t.mac_peak(1) == per_round(isa));
+    CHECK(t.mac_peak(1000) == 1000 * per_round(isa));
+    // It takes time in proportion to the rounds: the chains are not optimized away.
+    const auto seconds = [&t](uint64_t rounds) {
+      double best = 1e9;
+      for (int i = 0; i < 5; ++i) {
+        const auto t0 = std::chrono::steady_clock::now();
+        t.mac_peak(rounds);
+        best = std::min(
+            best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+      }
+      return best;
+    };
+    CHECK(seconds(1u << 18) > 4 * seconds(1u << 12));
+    ++probed;
+  }
+  CHECK(probed == k::AvailableIsas().size());
+}
+
 TEST_CASE("integer CQ gemm on the official-geometry fixture's tensors, bit for bit",
           "[kernels][i8]") {
   const auto variants = Variants();

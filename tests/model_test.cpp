@@ -223,6 +223,25 @@ TEST_CASE("official decode steps over a long context do not depend on the thread
   }
 }
 
+TEST_CASE("a decoded token's int8 multiply-adds follow from the geometry", "[model]") {
+  for (const char* name : {"tiny.cact", "official-geometry.cact"}) {
+    INFO(name);
+    const auto file = needle::format::CactFile::Open(ModelPath(name));
+    const Model model(file);
+    const auto& g = model.geometry();
+    const auto pad = [](uint64_t n) { return (n + 127) / 128 * 128; };  // 128-groups
+    const uint64_t d = g.d_model, attn = g.attn_dim(), kv = g.kv_dim(), lanes = g.lanes;
+    uint64_t want = g.vocab * pad(d);                                      // the LM head
+    want += g.num_layers * (2 * attn * pad(d) + 2 * kv * pad(d));          // q, gate; k, v
+    want += g.num_layers * d * pad(attn);                                  // out
+    want += g.engram_sites.size() * 2 * d * pad(g.engram_dim());           // engram key, value
+    const uint64_t phi_rows = g.num_layers * (2 * lanes + lanes * lanes);  // pre, post, res
+    CHECK(needle::model::CqMacsPerToken(model.weights(), true) == want + phi_rows * lanes * d);
+    CHECK(needle::model::CqMacsPerToken(model.weights(), false) ==
+          want + phi_rows * pad(lanes * d));
+  }
+}
+
 TEST_CASE("engram table rows are read from the file: their pages stay out of the resident set",
           "[model][memory]") {
   using needle::format::LoadMode;

@@ -147,6 +147,45 @@ TEST_CASE("bench records carry the read ceiling measured beside them", "[report]
   CHECK(bw < 1e13);
 }
 
+TEST_CASE("bench records carry the int8 compute ceiling measured beside them", "[report]") {
+  BenchRecord r;
+  r.decode_tok_s = {800, 800};
+  const std::string unmeasured = Render({r}, GetSystemInfo(), BenchFormat::kMarkdown);
+  const auto j0 = nlohmann::json::parse(Render({r}, GetSystemInfo(), BenchFormat::kJson));
+  CHECK(j0["records"][0]["compute_ceiling_tok_s"] == 0.0);
+  CHECK(j0["records"][0]["decode_pct_of_compute_ceiling"] == 0.0);
+  r.macs_per_token = 25'000'000;
+  r.macs_per_s = 100e9;  // ceiling 4,000 tok/s
+  CHECK(r.compute_ceiling_tok_s() == 4000.0);
+  const auto j = nlohmann::json::parse(Render({r}, GetSystemInfo(), BenchFormat::kJson));
+  CHECK(j["records"][0]["macs_per_token"] == 25'000'000);
+  CHECK(j["records"][0]["mac_gops"] == 100.0);
+  CHECK(j["records"][0]["compute_ceiling_tok_s"] == 4000.0);
+  CHECK(j["records"][0]["decode_pct_of_compute_ceiling"] == 20.0);
+  const std::string md = Render({r}, GetSystemInfo(), BenchFormat::kMarkdown);
+  CHECK(md.find("20% of 4000") != std::string::npos);
+  CHECK(unmeasured.find("20% of 4000") == std::string::npos);
+  const std::string csv = Render({r}, GetSystemInfo(), BenchFormat::kCsv);
+  CHECK(csv.find("compute_ceiling_tok_s") != std::string::npos);
+  CHECK(csv.find(",4000.00,") != std::string::npos);
+  const std::string sql = Render({r}, GetSystemInfo(), BenchFormat::kSql);
+  CHECK(sql.find("compute_ceiling_tok_s REAL") != std::string::npos);
+  CHECK(sql.find("25000000") != std::string::npos);
+  // The probe: the best rate of repeated calls, in units per second.
+  int calls = 0;
+  const double rate = MeasureRate(
+      [&calls] {
+        ++calls;
+        volatile uint64_t sink = 0;
+        for (uint64_t i = 0; i < 200'000; ++i) sink = sink + i;
+        return uint64_t{1'000'000};
+      },
+      0.01);
+  CHECK(calls >= 3);
+  CHECK(rate > 1e6);  // a million units in well under a second
+  CHECK(rate < 1e14);
+}
+
 TEST_CASE("the peak RSS can be reset between bench points", "[report]") {
   {
     std::vector<char> block(96 << 20, 1);  // a 96 MiB peak, then freed

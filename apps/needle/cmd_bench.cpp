@@ -404,6 +404,13 @@ void RunBench(const BenchArgs& a) {
                   r.kv_bytes_per_token = kv / static_cast<uint64_t>(tg);
                 }
                 r.read_bytes_per_s = report::MeasureReadBandwidth(r.weight_bytes_per_token, 0.05);
+                // The int8 compute ceiling: the official path's products against the table's
+                // int8 product at its peak (the f32 path's are f32: no such ceiling).
+                if (cfg.path == model::NumericPath::kOfficial && table.mac_peak) {
+                  r.macs_per_token = model::CqMacsPerToken(model.weights(), true);
+                  r.macs_per_s =
+                      report::MeasureRate([&table] { return table.mac_peak(1u << 16); }, 0.05);
+                }
                 if (progress) fmt::print(stderr, "\r{:60}\r", "");
                 emit(writer.Row(r));
                 records.push_back(std::move(r));

@@ -124,6 +124,22 @@ int32_t DotI8Reference(const int8_t* a, const int8_t* b, size_t n) {
   return s;
 }
 
+uint64_t MacPeakReference(uint64_t rounds) {
+  constexpr size_t kChains = 16;
+  uint32_t acc[kChains] = {};  // unsigned: wraps without undefined behaviour
+  int32_t a = 3;
+  for (uint64_t r = 0; r < rounds; ++r)
+    for (size_t j = 0; j < kChains; ++j) {
+      __asm__ volatile("" : "+r"(a));  // opaque: no chain's product can be reused
+      acc[j] +=
+          static_cast<uint32_t>(int32_t{static_cast<int8_t>(a)} * static_cast<int32_t>(j + 1));
+    }
+  uint32_t sum = 0;
+  for (uint32_t v : acc) sum ^= v;
+  __asm__ volatile("" : : "r"(sum));  // the chains must not be optimized away
+  return rounds * kChains;
+}
+
 void DotI8RowsReference(const int8_t* a, size_t lda, size_t rows, const int8_t* x, size_t ldx,
                         size_t nx, size_t n, int32_t* out, size_t ldo) {
   DotI8RowsVia<&DotI8Reference>(a, lda, rows, x, ldx, nx, n, out, ldo);

@@ -55,12 +55,20 @@ using DotI8Fn = int32_t (*)(const int8_t* a, const int8_t* b, size_t n);
 using DotI8RowsFn = void (*)(const int8_t* a, size_t lda, size_t rows, const int8_t* x, size_t ldx,
                              size_t nx, size_t n, int32_t* out, size_t ldo);
 
+// A machine limit, not numerics: `rounds` rounds of independent accumulator chains of the table's
+// int8 product instruction (vpdpbusd, vpmaddubsw + vpmaddwd, SDOT, ...) on register operands,
+// with no memory traffic; returns the int8 multiply-adds done (rounds x the table's MACs per
+// round). Timed by the caller, it gives one thread's int8 compute peak: needle bench's compute
+// ceiling sets the CQ products of a token against it.
+using MacPeakFn = uint64_t (*)(uint64_t rounds);
+
 // Scalar references (plain layout: q in column order).
 void CqQuantizeI8Reference(const float* x, size_t n, size_t cols, size_t ldx, size_t in_pad,
                            uint32_t code_bits, int8_t* q, float* scales);
 void CqGemmI8Reference(const CqMatrix& m, const I8Codebook& cb, const I8Acts& acts,
                        size_t row_begin, size_t row_end, float* y, size_t ldy);
 int32_t DotI8Reference(const int8_t* a, const int8_t* b, size_t n);
+uint64_t MacPeakReference(uint64_t rounds);  // scalar int32 multiply-adds
 void DotI8RowsReference(const int8_t* a, size_t lda, size_t rows, const int8_t* x, size_t ldx,
                         size_t nx, size_t n, int32_t* out, size_t ldo);
 // The rows form of an ISA's single dot (for tables without their own rows kernel).

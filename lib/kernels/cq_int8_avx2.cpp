@@ -581,4 +581,23 @@ void DotI8RowsAvx2(const int8_t* a, size_t lda, size_t rows, const int8_t* x, si
   for (size_t t = 0; t < nx; ++t) DotI8RowsOne(a, lda, rows, x + t * ldx, n, out + t * ldo);
 }
 
+uint64_t MacPeakAvx2(uint64_t rounds) {
+  // vpmaddubsw + vpmaddwd + vpaddd (the gemm's product): 32 MACs per chain step; 12 chains leave
+  // the operands in registers (16 ymm).
+  constexpr size_t kChains = 12;
+  __m256i acc[kChains];
+  for (__m256i& v : acc) v = _mm256_setzero_si256();
+  __m256i u = _mm256_set1_epi8(3);
+  const __m256i s = _mm256_set1_epi8(-5), ones = _mm256_set1_epi16(1);
+  for (uint64_t r = 0; r < rounds; ++r)
+    for (__m256i& v : acc) {
+      __asm__ volatile("" : "+x"(u));  // opaque: no chain's product can be reused or hoisted
+      v = _mm256_add_epi32(v, _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), ones));
+    }
+  __m256i sum = acc[0];
+  for (size_t j = 1; j < kChains; ++j) sum = _mm256_xor_si256(sum, acc[j]);
+  __asm__ volatile("" : : "x"(sum));  // the chains must not be optimized away
+  return rounds * kChains * 32;
+}
+
 }  // namespace needle::kernels

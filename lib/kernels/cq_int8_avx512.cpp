@@ -73,4 +73,6 @@ void CqGemmI8Avx512(const CqMatrix& m, const I8Codebook& cb, const I8Acts& acts,
 
 int32_t DotI8Avx512(const int8_t* a, const int8_t* b, size_t n) { return DotI8(a, b, n); }
 
+uint64_t MacPeakAvx512(uint64_t rounds) { return MacPeak(rounds); }
+
 }  // namespace needle::kernels

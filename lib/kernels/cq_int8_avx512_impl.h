@@ -259,6 +259,30 @@ inline __m512i DotPair(const GroupWeights* w, __m512i a0, __m512i a1, __m512i a2
   }
 }
 
+// cq_int8.h's MacPeakFn for this file's product: vpdpbusd (VNNI) or vpmaddubsw + vpmaddwd +
+// vpaddd, 64 MACs per chain step, 16 chains (the dot's latency times its throughput fits).
+inline uint64_t MacPeak(uint64_t rounds) {
+  constexpr size_t kChains = 16;
+  __m512i acc[kChains];
+  for (__m512i& v : acc) v = _mm512_setzero_si512();
+  __m512i u = _mm512_set1_epi8(3);
+  const __m512i s = _mm512_set1_epi8(-5);
+  [[maybe_unused]] const __m512i ones = _mm512_set1_epi16(1);
+  for (uint64_t r = 0; r < rounds; ++r)
+    for (__m512i& v : acc) {
+      __asm__ volatile("" : "+v"(u));  // opaque: no chain's product can be reused or hoisted
+#if defined(__AVX512VNNI__)
+      v = _mm512_dpbusd_epi32(v, u, s);
+#else
+      v = _mm512_add_epi32(v, _mm512_madd_epi16(_mm512_maddubs_epi16(u, s), ones));
+#endif
+    }
+  __m512i sum = acc[0];
+  for (size_t j = 1; j < kChains; ++j) sum = _mm512_xor_si512(sum, acc[j]);
+  __asm__ volatile("" : : "v"(sum));  // the chains must not be optimized away
+  return rounds * kChains * 64;
+}
+
 // Lane l of the result = sum of the 16 int32 lanes of v[l].
 inline __m512i Reduce16(const __m512i* v) {
   __m512i b[8], c[4], d[2];

@@ -24,4 +24,6 @@ void DotI8RowsAvx512Vnni(const int8_t* a, size_t lda, size_t rows, const int8_t*
   DotI8Rows(a, lda, rows, x, ldx, nx, n, out, ldo);
 }
 
+uint64_t MacPeakAvx512Vnni(uint64_t rounds) { return MacPeak(rounds); }
+
 }  // namespace needle::kernels

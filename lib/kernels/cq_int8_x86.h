@@ -37,6 +37,7 @@ void CqGemmI8Avx2(const CqMatrix& m, const I8Codebook& cb, const I8Acts& acts, s
 int32_t DotI8Avx2(const int8_t* a, const int8_t* b, size_t n);
 void DotI8RowsAvx2(const int8_t* a, size_t lda, size_t rows, const int8_t* x, size_t ldx, size_t nx,
                    size_t n, int32_t* out, size_t ldo);
+uint64_t MacPeakAvx2(uint64_t rounds);
 
 // AVX-512 F/BW/VL/DQ: the same layout as AVX2 (one quantizer serves both AVX-512 gemms).
 void CqQuantizeI8Avx512(const float* x, size_t n, size_t cols, size_t ldx, size_t in_pad,
@@ -44,11 +45,13 @@ void CqQuantizeI8Avx512(const float* x, size_t n, size_t cols, size_t ldx, size_
 void CqGemmI8Avx512(const CqMatrix& m, const I8Codebook& cb, const I8Acts& acts, size_t row_begin,
                     size_t row_end, float* y, size_t ldy);
 int32_t DotI8Avx512(const int8_t* a, const int8_t* b, size_t n);
+uint64_t MacPeakAvx512(uint64_t rounds);
 
 // AVX-512 + VNNI (vpdpbusd / vpdpwssd); requires CpuFeatures::avx512vnni.
 void CqGemmI8Avx512Vnni(const CqMatrix& m, const I8Codebook& cb, const I8Acts& acts,
                         size_t row_begin, size_t row_end, float* y, size_t ldy);
 int32_t DotI8Avx512Vnni(const int8_t* a, const int8_t* b, size_t n);
+uint64_t MacPeakAvx512Vnni(uint64_t rounds);
 void DotI8RowsAvx512Vnni(const int8_t* a, size_t lda, size_t rows, const int8_t* x, size_t ldx,
                          size_t nx, size_t n, int32_t* out, size_t ldo);
 

@@ -19,11 +19,11 @@ namespace {
 const KernelTable kScalar{
     "scalar",           &CqGemmReference,    &CqQuantizeI8Reference, &CqGemmI8Reference,
     &DotI8Reference,    &ExpfArrayReference, &LogfArrayReference,    &QuantizeI8,
-    &AttendI8Reference, &SinkhornReference,  &DotI8RowsReference};
+    &AttendI8Reference, &SinkhornReference,  &DotI8RowsReference,    &MacPeakReference};
 #if defined(NEEDLE_X86)
 const KernelTable kAvx2{"avx2",        &CqGemmAvx2,    &CqQuantizeI8Avx2, &CqGemmI8Avx2,
                         &DotI8Avx2,    &ExpfArrayAvx2, &LogfArrayAvx2,    &QuantizeI8Avx2,
-                        &AttendI8Avx2, &SinkhornAvx2,  &DotI8RowsAvx2};
+                        &AttendI8Avx2, &SinkhornAvx2,  &DotI8RowsAvx2,    &MacPeakAvx2};
 
 // AVX512_VNNI (and with it AVX512_VBMI) is used inside the avx512 table when the CPU has it (same
 // activation layout, same bits); it is not a level of its own, so --isa avx512 keeps meaning
@@ -41,20 +41,21 @@ const KernelTable& Avx512Table() {
                         &QuantizeI8Avx512,
                         &AttendI8Avx512Vnni,
                         &SinkhornAvx512,
-                        &DotI8RowsAvx512Vnni}
+                        &DotI8RowsAvx512Vnni,
+                        &MacPeakAvx512Vnni}
           : KernelTable{
-                "avx512",        &CqGemmAvx512,    &CqQuantizeI8Avx512,       &CqGemmI8Avx512,
-                &DotI8Avx512,    &ExpfArrayAvx512, &LogfArrayAvx512,          &QuantizeI8Avx512,
-                &AttendI8Avx512, &SinkhornAvx512,  &DotI8RowsVia<DotI8Avx512>};
+                "avx512",        &CqGemmAvx512,    &CqQuantizeI8Avx512,        &CqGemmI8Avx512,
+                &DotI8Avx512,    &ExpfArrayAvx512, &LogfArrayAvx512,           &QuantizeI8Avx512,
+                &AttendI8Avx512, &SinkhornAvx512,  &DotI8RowsVia<DotI8Avx512>, &MacPeakAvx512};
   return table;
 }
 #endif
 #if defined(NEEDLE_ARM)
 // Both ARM tables quantize activations into one layout (I8LayoutPositionArm); the f32 CQ product
 // is the scalar reference's for now.
-const KernelTable kNeon{"neon",        &CqGemmReference, &CqQuantizeI8Neon,       &CqGemmI8Neon,
-                        &DotI8Neon,    &ExpfArrayNeon,   &LogfArrayNeon,          &QuantizeI8Neon,
-                        &AttendI8Neon, &SinkhornNeon,    &DotI8RowsVia<DotI8Neon>};
+const KernelTable kNeon{"neon",        &CqGemmReference, &CqQuantizeI8Neon,        &CqGemmI8Neon,
+                        &DotI8Neon,    &ExpfArrayNeon,   &LogfArrayNeon,           &QuantizeI8Neon,
+                        &AttendI8Neon, &SinkhornNeon,    &DotI8RowsVia<DotI8Neon>, &MacPeakNeon};
 const KernelTable kDotprod{"dotprod",
                            &CqGemmReference,
                            &CqQuantizeI8Neon,
@@ -65,15 +66,17 @@ const KernelTable kDotprod{"dotprod",
                            &QuantizeI8Neon,
                            &AttendI8Dotprod,
                            &SinkhornNeon,
-                           &DotI8RowsVia<DotI8Dotprod>};
+                           &DotI8RowsVia<DotI8Dotprod>,
+                           &MacPeakDotprod};
 #endif
 #if defined(NEEDLE_WASM)
 // Activations in the wasm layout (I8LayoutPositionWasm); the f32 CQ product is the scalar
 // reference's.
 const KernelTable kSimd128{
-    "simd128",        &CqGemmReference,  &CqQuantizeI8Simd128,        &CqGemmI8Simd128,
-    &DotI8Simd128,    &ExpfArraySimd128, &LogfArraySimd128,           &QuantizeI8Simd128,
-    &AttendI8Simd128, &SinkhornSimd128,  &DotI8RowsVia<DotI8Simd128>, /*cq_i8_tiles=*/true};
+    "simd128",           &CqGemmReference,  &CqQuantizeI8Simd128,        &CqGemmI8Simd128,
+    &DotI8Simd128,       &ExpfArraySimd128, &LogfArraySimd128,           &QuantizeI8Simd128,
+    &AttendI8Simd128,    &SinkhornSimd128,  &DotI8RowsVia<DotI8Simd128>, &MacPeakSimd128,
+    /*cq_i8_tiles=*/true};
 #endif
 
 // The table for an ISA level this CPU supports.

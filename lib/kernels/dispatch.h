@@ -26,6 +26,7 @@ struct KernelTable {
   AttendI8Fn attend_i8 = nullptr;     // official attention over the int8 K/V ring
   SinkhornFn sinkhorn = nullptr;      // the mHC's Sinkhorn (bit-exact with SinkhornReference)
   DotI8RowsFn dot_i8_rows = nullptr;  // int8 rows against one vector (the mHC's φ products)
+  MacPeakFn mac_peak = nullptr;       // machine limit: the int8 product's peak (needle bench)
   // cq_gemm_i8 reads CqMatrix::tiles when present (the official path then builds them).
   bool cq_i8_tiles = false;
 };

@@ -154,4 +154,15 @@ uint64_t WeightBytesPerToken(const Weights& w, bool int8_phi) {
   return bytes;
 }
 
+uint64_t CqMacsPerToken(const Weights& w, bool int8_phi) {
+  auto cq = [](const kernels::CqMatrix& m) -> uint64_t { return uint64_t{m.rows} * m.in_pad; };
+  uint64_t macs = cq(w.embedding);
+  for (const LayerWeights& l : w.layers)
+    macs += cq(l.q_proj) + cq(l.k_proj) + cq(l.v_proj) + cq(l.gate_proj) + cq(l.out_proj);
+  for (const EngramWeights& e : w.engram) macs += cq(e.key_proj) + cq(e.value_proj);
+  for (const kernels::CqMatrix* m : {&w.phi_pre, &w.phi_post, &w.phi_res})
+    macs += int8_phi ? uint64_t{m->rows} * m->cols : cq(*m);
+  return macs;
+}
+
 }  // namespace needle::model

@@ -81,5 +81,10 @@ Weights LoadWeights(const format::CactFile& file);
 // the mHC φ rows: as int8 copies when `int8_phi`, the official path, else as CQ), the floor of
 // memory traffic per token; a single table row (embedding, engram) is not counted.
 uint64_t WeightBytesPerToken(const Weights& w, bool int8_phi);
+// Int8 multiply-adds of one decoded token's weight products, the same matrices as
+// WeightBytesPerToken: rows x in_pad per CQ product (the official path's group dots run over the
+// padded 128-groups), rows x cols per int8 φ row set when `int8_phi`, else rows x in_pad. The
+// compute floor per token, set against kernels::MacPeakFn's measured peak.
+uint64_t CqMacsPerToken(const Weights& w, bool int8_phi);
 
 }  // namespace needle::model

@@ -27,10 +27,19 @@ double BenchRecord::decode_ceiling_tok_s() const {
   return weight_bytes_per_token ? read_bytes_per_s / static_cast<double>(bytes) : 0.0;
 }
 
+double BenchRecord::compute_ceiling_tok_s() const {
+  return macs_per_token ? macs_per_s / static_cast<double>(macs_per_token) : 0.0;
+}
+
 namespace {
 // Percent of the read ceiling reached by the decode median (0 without a measurement).
 double PercentOfCeiling(const BenchRecord& r) {
   const double c = r.decode_ceiling_tok_s();
+  return c > 0 ? 100.0 * r.decode_median() / c : 0.0;
+}
+// Percent of the compute ceiling reached by the decode median (0 without a measurement).
+double PercentOfComputeCeiling(const BenchRecord& r) {
+  const double c = r.compute_ceiling_tok_s();
   return c > 0 ? 100.0 * r.decode_median() / c : 0.0;
 }
 }  // namespace
@@ -84,6 +93,10 @@ nlohmann::ordered_json ToJson(const BenchRecord& r) {
   j["read_gb_s"] = r.read_bytes_per_s / 1e9;
   j["decode_ceiling_tok_s"] = r.decode_ceiling_tok_s();
   j["decode_pct_of_ceiling"] = PercentOfCeiling(r);
+  j["macs_per_token"] = r.macs_per_token;
+  j["mac_gops"] = r.macs_per_s / 1e9;
+  j["compute_ceiling_tok_s"] = r.compute_ceiling_tok_s();
+  j["decode_pct_of_compute_ceiling"] = PercentOfComputeCeiling(r);
   return j;
 }
 
@@ -117,7 +130,10 @@ constexpr std::pair<const char*, const char*> kSqlColumns[] = {
     {"weight_bytes_per_token", "INTEGER"},
     {"kv_bytes_per_token", "INTEGER"},
     {"read_gb_s", "REAL"},
-    {"decode_ceiling_tok_s", "REAL"}};
+    {"decode_ceiling_tok_s", "REAL"},
+    {"macs_per_token", "INTEGER"},
+    {"mac_gops", "REAL"},
+    {"compute_ceiling_tok_s", "REAL"}};
 
 }  // namespace
 
@@ -133,14 +149,15 @@ std::string BenchWriter::Begin() const {
     case BenchFormat::kCsv:
       return "engine,model,model_sha256,isa,path,threads,prompt_tokens,gen_tokens,chunk,"
              "repetitions,load_seconds,tokenize_ms,first_token_ms,prefill_tok_s,decode_tok_s,"
-             "pg_tok_s,total_ms,peak_rss_bytes,decode_ceiling_tok_s,cpu,git_commit\n";
+             "pg_tok_s,total_ms,peak_rss_bytes,decode_ceiling_tok_s,compute_ceiling_tok_s,cpu,"
+             "git_commit\n";
     case BenchFormat::kSql:
       return SqlCreateTable(kSqlTable, kSqlColumns);
     case BenchFormat::kMarkdown:
       return MdTableStart(system_,
                           {"engine", "model", "isa", "path", "threads", "pp", "tg", "chunk",
                            "load s", "first token ms", "prefill tok/s", "decode tok/s", "pg tok/s",
-                           "% of read ceiling", "peak RSS MiB"},
+                           "% of read ceiling", "% of compute ceiling", "peak RSS MiB"},
                           4);
   }
   return {};
@@ -155,13 +172,12 @@ std::string BenchWriter::Row(const BenchRecord& r) {
     case BenchFormat::kCsv:
       return fmt::format(
           "{},{},{},{},{},{},{},{},{},{},{:.4f},{:.3f},{:.3f},{:.2f},{:.2f},{:.2f},{:.3f},{},{:.2f}"
-          ","
-          "{},{}\n",
+          ",{:.2f},{},{}\n",
           r.engine, CsvField(r.model), r.model_sha256, r.isa, r.path, r.threads, r.prompt_tokens,
           r.gen_tokens, r.chunk, r.repetitions, r.load_seconds, Median(r.tokenize_s) * 1e3,
           Median(r.first_token_s) * 1e3, r.prefill_median(), r.decode_median(), r.pg_median(),
           Median(r.total_s) * 1e3, r.peak_rss_bytes, r.decode_ceiling_tok_s(),
-          CsvField(system_.cpu_model), system_.commit);
+          r.compute_ceiling_tok_s(), CsvField(system_.cpu_model), system_.commit);
     case BenchFormat::kSql: {
       const std::vector<std::string> values = {
           SqlText(r.engine),
@@ -190,7 +206,10 @@ std::string BenchWriter::Row(const BenchRecord& r) {
           std::to_string(r.weight_bytes_per_token),
           std::to_string(r.kv_bytes_per_token),
           Number(r.read_bytes_per_s / 1e9, "NULL"),
-          Number(r.decode_ceiling_tok_s(), "NULL")};
+          Number(r.decode_ceiling_tok_s(), "NULL"),
+          std::to_string(r.macs_per_token),
+          Number(r.macs_per_s / 1e9, "NULL"),
+          Number(r.compute_ceiling_tok_s(), "NULL")};
       return SqlInsert(kSqlTable, kSqlColumns, system_, values);
     }
     case BenchFormat::kMarkdown:
@@ -207,6 +226,10 @@ std::string BenchWriter::Row(const BenchRecord& r) {
            r.total_s.empty() ? std::string("-") : fmt::format("{:.1f}", r.pg_median()),
            r.decode_ceiling_tok_s() > 0
                ? fmt::format("{:.0f}% of {:.0f}", PercentOfCeiling(r), r.decode_ceiling_tok_s())
+               : std::string("-"),
+           r.compute_ceiling_tok_s() > 0
+               ? fmt::format("{:.0f}% of {:.0f}", PercentOfComputeCeiling(r),
+                             r.compute_ceiling_tok_s())
                : std::string("-"),
            MdMiB(r.peak_rss_bytes)});
   }
@@ -229,7 +252,9 @@ std::string BenchWriter::End() const {
                    "% of read ceiling: the decode median against one thread's read bandwidth "
                    "(measured after each point) divided by the bytes a decoded token reads: the "
                    "weights and the K/V cache of the positions it attends to (mean over the "
-                   "point's steps).");
+                   "point's steps). % of compute ceiling: the decode median against one "
+                   "thread's peak rate of the int8 product instruction (measured after each "
+                   "point) divided by the int8 multiply-adds of a token's weight products.");
 }
 
 std::string Render(const std::vector<BenchRecord>& records, const SystemInfo& sys, BenchFormat f) {

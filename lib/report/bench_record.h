@@ -40,10 +40,18 @@ struct BenchRecord {
   // layer), mean over the point's steps: it grows with the context, up to sinks + window.
   uint64_t kv_bytes_per_token = 0;
   double read_bytes_per_s = 0;
+  // The other machine limit: int8 multiply-adds of one decoded token's weight products, and one
+  // thread's peak rate of the kernel table's int8 product instruction (kernels::MacPeakFn, best
+  // of repeated passes, measured after the repetitions too).
+  uint64_t macs_per_token = 0;
+  double macs_per_s = 0;
 
   // read_bytes_per_s / (weight_bytes_per_token + kv_bytes_per_token): decode speed if only
   // reading the weights and the K/V cache cost time.
   double decode_ceiling_tok_s() const;
+  // macs_per_s / macs_per_token: decode (or prefill) speed if only the weight products' int8
+  // multiply-adds cost time, at the peak rate (0 when not measured).
+  double compute_ceiling_tok_s() const;
 
   double prefill_median() const;
   double decode_median() const;

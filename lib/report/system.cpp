@@ -179,4 +179,19 @@ double MeasureReadBandwidth(size_t bytes, double budget_seconds) {
   return best;
 }
 
+double MeasureRate(const std::function<uint64_t()>& work, double budget_seconds) {
+  using Clock = std::chrono::steady_clock;
+  double best = 0;
+  const Clock::time_point end = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                                   std::chrono::duration<double>(budget_seconds));
+  for (int pass = 0; pass < 3 || Clock::now() < end; ++pass) {
+    const Clock::time_point t0 = Clock::now();
+    const uint64_t units = work();
+    const double s = std::chrono::duration<double>(Clock::now() - t0).count();
+    if (s > 0) best = std::max(best, static_cast<double>(units) / s);
+    if (pass > 1000) break;
+  }
+  return best;
+}
+
 }  // namespace needle::report

@@ -3,6 +3,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -46,5 +47,9 @@ std::string ArmCoreName(uint64_t midr);
 // measured) within about `budget_seconds`. A machine limit to judge kernels against, measured in
 // the same run as they are (the machine may be shared and noisy).
 double MeasureReadBandwidth(size_t bytes, double budget_seconds);
+
+// Units per second of `work` now (one call returns the units it did, e.g. the multiply-adds of
+// kernels::MacPeakFn): the best of repeated calls (at least 3) within about `budget_seconds`.
+double MeasureRate(const std::function<uint64_t()>& work, double budget_seconds);
 
 }  // namespace needle::report

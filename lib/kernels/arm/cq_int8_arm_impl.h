@@ -90,6 +90,30 @@ __attribute__((always_inline)) inline int32x4_t GroupDot(const int8x16_t* w, con
 }
 
 // Exact for every int8 value (including -128: one product per int16 lane, or SDOT's int32).
+// cq_int8.h's MacPeakFn for this file's product: SDOT (16 MACs per chain step) or SMULL +
+// SMULL2 + two SADALP (16 MACs per chain step); 16 chains.
+inline uint64_t MacPeak(uint64_t rounds) {
+  constexpr size_t kChains = 16;
+  int32x4_t acc[kChains];
+  for (int32x4_t& v : acc) v = vdupq_n_s32(0);
+  int8x16_t u = vdupq_n_s8(3);
+  const int8x16_t s = vdupq_n_s8(-5);
+  for (uint64_t r = 0; r < rounds; ++r)
+    for (int32x4_t& v : acc) {
+      __asm__ volatile("" : "+w"(u));  // opaque: no chain's product can be reused or hoisted
+#if defined(__ARM_FEATURE_DOTPROD)
+      v = vdotq_s32(v, u, s);
+#else
+      v = vpadalq_s16(v, vmull_s8(vget_low_s8(u), vget_low_s8(s)));
+      v = vpadalq_s16(v, vmull_high_s8(u, s));
+#endif
+    }
+  int32x4_t sum = acc[0];
+  for (size_t j = 1; j < kChains; ++j) sum = veorq_s32(sum, acc[j]);
+  __asm__ volatile("" : : "w"(sum));  // the chains must not be optimized away
+  return rounds * kChains * 16;
+}
+
 inline int32_t DotAny(const int8_t* a, const int8_t* b, size_t n) {
   int32x4_t acc = vdupq_n_s32(0);
   size_t i = 0;

@@ -16,4 +16,6 @@ void CqGemmI8Neon(const CqMatrix& m, const I8Codebook& cb, const I8Acts& acts, s
 
 int32_t DotI8Neon(const int8_t* a, const int8_t* b, size_t n) { return DotAny(a, b, n); }
 
+uint64_t MacPeakNeon(uint64_t rounds) { return MacPeak(rounds); }
+
 }  // namespace needle::kernels

@@ -40,6 +40,7 @@ void CqQuantizeI8Neon(const float* x, size_t n, size_t cols, size_t ldx, size_t 
 void CqGemmI8Neon(const CqMatrix& m, const I8Codebook& cb, const I8Acts& acts, size_t row_begin,
                   size_t row_end, float* y, size_t ldy);
 int32_t DotI8Neon(const int8_t* a, const int8_t* b, size_t n);
+uint64_t MacPeakNeon(uint64_t rounds);
 void ExpfArrayNeon(const float* x, float* y, size_t n);
 void LogfArrayNeon(const float* x, float* y, size_t n);
 float QuantizeI8Neon(const float* v, size_t n, int8_t* q);
@@ -53,6 +54,7 @@ void AttendI8Neon(const I8Queries& q, const I8KvView& kv, const uint32_t* slots,
 void CqGemmI8Dotprod(const CqMatrix& m, const I8Codebook& cb, const I8Acts& acts, size_t row_begin,
                      size_t row_end, float* y, size_t ldy);
 int32_t DotI8Dotprod(const int8_t* a, const int8_t* b, size_t n);
+uint64_t MacPeakDotprod(uint64_t rounds);
 void AttendI8Dotprod(const I8Queries& q, const I8KvView& kv, const uint32_t* slots, size_t count,
                      AttendExpfFn expf_array, float* scores, float* o);
 

@@ -589,4 +589,23 @@ int32_t DotI8Simd128(const int8_t* a, const int8_t* b, size_t n) {
   return s;
 }
 
+uint64_t MacPeakSimd128(uint64_t rounds) {
+  // i16x8 sign extension + i32x4.dot_i16x8_s + i32x4.add (the dot's product): 8 MACs per chain
+  // step.
+  constexpr size_t kChains = 8;
+  v128_t acc[kChains];
+  for (v128_t& v : acc) v = wasm_i32x4_splat(0);
+  v128_t u = wasm_i8x16_splat(3);
+  const v128_t s = wasm_i16x8_splat(-5);
+  for (uint64_t r = 0; r < rounds; ++r)
+    for (v128_t& v : acc) {
+      __asm__ volatile("" : "+r"(u));  // opaque: no chain's product can be reused or hoisted
+      v = wasm_i32x4_add(v, wasm_i32x4_dot_i16x8(wasm_i16x8_extend_low_i8x16(u), s));
+    }
+  v128_t sum = acc[0];
+  for (size_t j = 1; j < kChains; ++j) sum = wasm_v128_xor(sum, acc[j]);
+  __asm__ volatile("" : : "r"(sum));  // the chains must not be optimized away
+  return rounds * kChains * 8;
+}
+
 }  // namespace needle::kernels

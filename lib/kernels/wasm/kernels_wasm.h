@@ -30,6 +30,7 @@ void CqQuantizeI8Simd128(const float* x, size_t n, size_t cols, size_t ldx, size
 void CqGemmI8Simd128(const CqMatrix& m, const I8Codebook& cb, const I8Acts& acts, size_t row_begin,
                      size_t row_end, float* y, size_t ldy);
 int32_t DotI8Simd128(const int8_t* a, const int8_t* b, size_t n);
+uint64_t MacPeakSimd128(uint64_t rounds);
 // vmath.h's arrays: expf / logf on two f64x2 vectors per 4 floats, the engine's int8 quantizer.
 void ExpfArraySimd128(const float* x, float* y, size_t n);
 void LogfArraySimd128(const float* x, float* y, size_t n);
