@@ -150,6 +150,7 @@ TEST_CASE("bench records carry the read ceiling measured beside them", "[report]
 TEST_CASE("bench records carry the int8 compute ceiling measured beside them", "[report]") {
   BenchRecord r;
   r.decode_tok_s = {800, 800};
+  r.prefill_tok_s = {2000, 2000};
   const std::string unmeasured = Render({r}, GetSystemInfo(), BenchFormat::kMarkdown);
   const auto j0 = nlohmann::json::parse(Render({r}, GetSystemInfo(), BenchFormat::kJson));
   CHECK(j0["records"][0]["compute_ceiling_tok_s"] == 0.0);
@@ -162,6 +163,7 @@ TEST_CASE("bench records carry the int8 compute ceiling measured beside them", "
   CHECK(j["records"][0]["mac_gops"] == 100.0);
   CHECK(j["records"][0]["compute_ceiling_tok_s"] == 4000.0);
   CHECK(j["records"][0]["decode_pct_of_compute_ceiling"] == 20.0);
+  CHECK(j["records"][0]["prefill_pct_of_compute_ceiling"] == 50.0);
   const std::string md = Render({r}, GetSystemInfo(), BenchFormat::kMarkdown);
   CHECK(md.find("20% of 4000") != std::string::npos);
   CHECK(unmeasured.find("20% of 4000") == std::string::npos);

@@ -37,10 +37,13 @@ double PercentOfCeiling(const BenchRecord& r) {
   const double c = r.decode_ceiling_tok_s();
   return c > 0 ? 100.0 * r.decode_median() / c : 0.0;
 }
-// Percent of the compute ceiling reached by the decode median (0 without a measurement).
-double PercentOfComputeCeiling(const BenchRecord& r) {
+// Percent of the compute ceiling reached by a median rate (0 without a measurement).
+double PercentOfComputeCeiling(const BenchRecord& r, double tok_s) {
   const double c = r.compute_ceiling_tok_s();
-  return c > 0 ? 100.0 * r.decode_median() / c : 0.0;
+  return c > 0 ? 100.0 * tok_s / c : 0.0;
+}
+double PercentOfComputeCeiling(const BenchRecord& r) {
+  return PercentOfComputeCeiling(r, r.decode_median());
 }
 }  // namespace
 
@@ -97,6 +100,8 @@ nlohmann::ordered_json ToJson(const BenchRecord& r) {
   j["mac_gops"] = r.macs_per_s / 1e9;
   j["compute_ceiling_tok_s"] = r.compute_ceiling_tok_s();
   j["decode_pct_of_compute_ceiling"] = PercentOfComputeCeiling(r);
+  // Prefill runs the same products for every token (as multi-token GEMMs): the same ceiling.
+  j["prefill_pct_of_compute_ceiling"] = PercentOfComputeCeiling(r, r.prefill_median());
   return j;
 }
 
