@@ -89,9 +89,19 @@ __attribute__((always_inline)) inline int32x4_t GroupDot(const int8x16_t* w, con
 #endif
 }
 
-// Exact for every int8 value (including -128: one product per int16 lane, or SDOT's int32).
-// cq_int8.h's MacPeakFn for this file's product: SDOT (16 MACs per chain step) or SMULL +
-// SMULL2 + two SADALP (16 MACs per chain step); 16 chains.
+// acc + the products of 16 int8 pairs, summed into 4 int32 lanes: SDOT, or SMULL + SMULL2 + two
+// SADALP. Exact for every int8 value (including -128: one product per int16 lane, or SDOT's
+// int32).
+inline int32x4_t DotStep(int32x4_t acc, int8x16_t x, int8x16_t z) {
+#if defined(__ARM_FEATURE_DOTPROD)
+  return vdotq_s32(acc, x, z);
+#else
+  acc = vpadalq_s16(acc, vmull_s8(vget_low_s8(x), vget_low_s8(z)));
+  return vpadalq_s16(acc, vmull_high_s8(x, z));
+#endif
+}
+
+// cq_int8.h's MacPeakFn for this file's product (DotStep: 16 MACs per chain step); 16 chains.
 inline uint64_t MacPeak(uint64_t rounds) {
   constexpr size_t kChains = 16;
   int32x4_t acc[kChains];
@@ -101,12 +111,7 @@ inline uint64_t MacPeak(uint64_t rounds) {
   for (uint64_t r = 0; r < rounds; ++r)
     for (int32x4_t& v : acc) {
       __asm__ volatile("" : "+w"(u));  // opaque: no chain's product can be reused or hoisted
-#if defined(__ARM_FEATURE_DOTPROD)
-      v = vdotq_s32(v, u, s);
-#else
-      v = vpadalq_s16(v, vmull_s8(vget_low_s8(u), vget_low_s8(s)));
-      v = vpadalq_s16(v, vmull_high_s8(u, s));
-#endif
+      v = DotStep(v, u, s);
     }
   int32x4_t sum = acc[0];
   for (size_t j = 1; j < kChains; ++j) sum = veorq_s32(sum, acc[j]);
@@ -118,13 +123,7 @@ inline int32_t DotAny(const int8_t* a, const int8_t* b, size_t n) {
   int32x4_t acc = vdupq_n_s32(0);
   size_t i = 0;
   for (; i + 16 <= n; i += 16) {
-    const int8x16_t x = vld1q_s8(a + i), z = vld1q_s8(b + i);
-#if defined(__ARM_FEATURE_DOTPROD)
-    acc = vdotq_s32(acc, x, z);
-#else
-    acc = vpadalq_s16(acc, vmull_s8(vget_low_s8(x), vget_low_s8(z)));
-    acc = vpadalq_s16(acc, vmull_high_s8(x, z));
-#endif
+    acc = DotStep(acc, vld1q_s8(a + i), vld1q_s8(b + i));
   }
   int32_t s = vaddvq_s32(acc);
   for (; i < n; ++i) s += int32_t{a[i]} * int32_t{b[i]};
