@@ -245,6 +245,41 @@ TEST_CASE("ChunkPool runs every chunk exactly once, job after job", "[kernels][p
   }
 }
 
+TEST_CASE("ChunkPool pinned jobs run every part's chunks exactly once, mixed with other jobs",
+          "[kernels][parallel]") {
+  for (int threads : {1, 2, 3, 5}) {
+    needle::kernels::ChunkPool pool(threads);
+    const size_t parts = static_cast<size_t>(threads);
+    std::vector<std::atomic<int>> hits(parts * 13);
+    long bad = 0, out_of_range = 0;
+    for (int job = 0; job < 3000; ++job) {
+      const size_t per_part = static_cast<size_t>(job % 13) + 1;
+      for (auto& h : hits) h.store(0);
+      pool.RunPinned(per_part, [&](size_t part, size_t c) {
+        if (part >= parts || c >= per_part) {
+          ++out_of_range;
+          return;
+        }
+        hits[part * 13 + c].fetch_add(1);
+      });
+      for (size_t p = 0; p < parts; ++p)
+        for (size_t c = 0; c < 13; ++c) bad += hits[p * 13 + c].load() != (c < per_part ? 1 : 0);
+      if (job % 3 == 0) {  // an unpinned job between: the generations interleave
+        std::vector<std::atomic<int>> once(7);
+        pool.Run(7, [&](size_t c) { once[c].fetch_add(1); });
+        for (auto& o : once) bad += o.load() != 1;
+      }
+      // One chunk per part.
+      std::vector<std::atomic<int>> single(parts);
+      pool.RunPinned([&](size_t part) { single[part].fetch_add(1); });
+      for (auto& h : single) bad += h.load() != 1;
+    }
+    INFO("threads " << threads);
+    CHECK(bad == 0);
+    CHECK(out_of_range == 0);
+  }
+}
+
 TEST_CASE("ChunkPool side tasks run once beside jobs, which still run every chunk once",
           "[kernels][parallel]") {
   for (int threads : {1, 2, 3}) {

@@ -156,4 +156,7 @@ TEST_CASE("official numerics: engine state identical with every ISA and 2 thread
   for (const std::string& isa : needle::kernels::AvailableIsas())
     for (const char* name : {"tiny-conv", "tiny-long-conv", "crafted8"})
       CheckCase(name, needle::kernels::KernelsFor(isa), 2);
+  // Three threads: a 32-token chunk's parts (10, 11, 11 tokens) miss the 16-token tiles, and the
+  // products split by rows.
+  CheckCase("tiny-long-conv", needle::kernels::ActiveKernels(), 3);
 }

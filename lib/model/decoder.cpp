@@ -423,27 +423,23 @@ void Decoder::Engram(size_t site, const int32_t* ids, size_t n) {
   }
 }
 
-// fn(t) for every token of a block: per-token work is independent (each token's operations run
-// in the same order on whichever thread), so results do not depend on the thread count.
+// fn(t) for every token of a block, by the block's token parts (model::ForTokenParts): per-token
+// work is independent (each token's operations run in the same order on whichever thread), so
+// results do not depend on the thread count.
 template <class Fn>
 void Decoder::ForTokens(size_t n, const Fn& fn) {
-  if (config_.threads <= 1 || n < 4) {
-    for (size_t t = 0; t < n; ++t) fn(t);
-    return;
-  }
-  pool_->Run(n, fn);
+  ForTokenParts(config_.threads > 1 ? pool_.get() : nullptr, n, [&](size_t t0, size_t t1) {
+    for (size_t t = t0; t < t1; ++t) fn(t);
+  });
 }
 
+// fn(t0, t1) over blocks of at most 16 tokens within each token part (the interleaved norms).
 template <class Fn>
 void Decoder::ForTokenBlocks(size_t n, const Fn& fn) {
   constexpr size_t kBlock = 16;
-  const size_t blocks = (n + kBlock - 1) / kBlock;
-  auto run = [&](size_t b) { fn(b * kBlock, std::min(n, (b + 1) * kBlock)); };
-  if (config_.threads <= 1 || blocks < 2) {
-    for (size_t b = 0; b < blocks; ++b) run(b);
-    return;
-  }
-  pool_->Run(blocks, run);
+  ForTokenParts(config_.threads > 1 ? pool_.get() : nullptr, n, [&](size_t t0, size_t t1) {
+    for (size_t b = t0; b < t1; b += kBlock) fn(b, std::min(t1, b + kBlock));
+  });
 }
 
 void Decoder::RunBlock(const int32_t* ids, size_t n, float* logits, size_t logits_from) {

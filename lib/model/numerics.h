@@ -154,39 +154,88 @@ class ForwardNumerics {
 std::unique_ptr<ForwardNumerics> MakeF32Numerics(const NumericsContext& ctx);
 std::unique_ptr<ForwardNumerics> MakeOfficialNumerics(const NumericsContext& ctx);
 
+// Where part k of a block of n tokens split among `parts` threads begins (part `parts` ends at
+// n): contiguous ranges, on 16-token boundaries (the int8 gemm's lane tile) once every part gets
+// 16 tokens or more. Every region of a forward call splits the same way (ForTokenParts), so a
+// token's data stays with the thread, and in the core's cache, that wrote it.
+inline size_t TokenPartBegin(size_t n, size_t parts, size_t k) {
+  constexpr size_t kTile = 16;
+  if (k >= parts) return n;
+  size_t b = k * n / parts;
+  if (n >= kTile * parts) b = std::min(n, (b + kTile / 2) / kTile * kTile);
+  return b;
+}
+
+// fn(t0, t1) over the token parts of a block of n tokens, part k on thread k of the pool
+// (kernels::ChunkPool::RunPinned); on the calling thread alone for fewer than kMinTokens tokens or
+// without a pool. Callers pass per-token work only (each token's operations in the same order
+// whichever thread runs them), so the bits do not depend on the split.
+template <class Fn>
+void ForTokenParts(kernels::ChunkPool* pool, size_t n, const Fn& fn) {
+  constexpr size_t kMinTokens = 4;
+  const size_t parts = pool ? static_cast<size_t>(pool->threads()) : 1;
+  if (parts <= 1 || n < kMinTokens) {
+    fn(size_t{0}, n);
+    return;
+  }
+  pool->RunPinned([&](size_t k) {
+    const size_t t0 = TokenPartBegin(n, parts, k), t1 = TokenPartBegin(n, parts, k + 1);
+    if (t0 < t1) fn(t0, t1);
+  });
+}
+
+// The rows of a batch of jobs (at most kMaxJobs) cut into about `target` chunks of whole 16-row
+// tiles, numbered job after job.
+struct RowChunks {
+  static constexpr size_t kTileRows = 16;
+  static constexpr size_t kMaxJobs = 8;
+  size_t rows_per_chunk = 0;
+  size_t first_chunk[kMaxJobs + 1] = {0};
+
+  RowChunks(std::span<const ProjectJob> jobs, size_t target) {
+    size_t rows = 0;
+    for (const ProjectJob& j : jobs) rows += j.row_end - j.row_begin;
+    const size_t per = rows / std::max<size_t>(target, 1);
+    rows_per_chunk = std::max(kTileRows, (per + kTileRows - 1) / kTileRows * kTileRows);
+    for (size_t k = 0; k < jobs.size(); ++k) {
+      const size_t r = jobs[k].row_end - jobs[k].row_begin;
+      first_chunk[k + 1] = first_chunk[k] + (r + rows_per_chunk - 1) / rows_per_chunk;
+    }
+    count = first_chunk[jobs.size()];
+  }
+  // Chunk c: rows [*b, *e) of jobs[*k].
+  void Get(std::span<const ProjectJob> jobs, size_t c, size_t* k, size_t* b, size_t* e) const {
+    size_t i = 0;
+    while (c >= first_chunk[i + 1]) ++i;
+    *k = i;
+    *b = jobs[i].row_begin + (c - first_chunk[i]) * rows_per_chunk;
+    *e = std::min(jobs[i].row_end, *b + rows_per_chunk);
+  }
+  size_t count = 0;
+};
+
 // Runs fn(job, row_begin, row_end) over chunks of whole 16-row tiles of every job: on the calling
 // thread when `work` (multiply-adds) is small, else on the context's pool. Each output row is
 // computed by exactly one call in a fixed order, so results do not depend on the thread count.
 template <class Fn>
 void RunRowChunks(const NumericsContext& ctx, std::span<const ProjectJob> jobs, size_t work,
                   const Fn& fn) {
-  // Chunks are whole 16-row tiles, about four per thread: enough to even out a descheduled
-  // thread, few enough that claiming chunks and re-staging activations stay cheap.
-  constexpr size_t kTileRows = 16;
+  // About four chunks per thread: enough to even out a descheduled thread, few enough that
+  // claiming chunks and re-staging activations stay cheap.
   constexpr size_t kChunksPerThread = 4;
   constexpr size_t kParallelMinWork = size_t{1} << 18;
-  constexpr size_t kMaxJobs = 8;
   size_t rows = 0;
   for (const ProjectJob& j : jobs) rows += j.row_end - j.row_begin;
-  if (ctx.threads <= 1 || jobs.size() > kMaxJobs || work < kParallelMinWork ||
-      rows < 2 * kTileRows) {
+  if (ctx.threads <= 1 || jobs.size() > RowChunks::kMaxJobs || work < kParallelMinWork ||
+      rows < 2 * RowChunks::kTileRows) {
     for (const ProjectJob& j : jobs) fn(j, j.row_begin, j.row_end);
     return;
   }
-  const size_t target = rows / (static_cast<size_t>(ctx.threads) * kChunksPerThread);
-  const size_t rows_per_chunk =
-      std::max(kTileRows, (target + kTileRows - 1) / kTileRows * kTileRows);
-  size_t first_chunk[kMaxJobs + 1] = {0};
-  for (size_t k = 0; k < jobs.size(); ++k) {
-    const size_t r = jobs[k].row_end - jobs[k].row_begin;
-    first_chunk[k + 1] = first_chunk[k] + (r + rows_per_chunk - 1) / rows_per_chunk;
-  }
-  ctx.pool->Run(first_chunk[jobs.size()], [&](size_t c) {
-    size_t k = 0;
-    while (c >= first_chunk[k + 1]) ++k;
-    const ProjectJob& j = jobs[k];
-    const size_t b = j.row_begin + (c - first_chunk[k]) * rows_per_chunk;
-    fn(j, b, std::min(j.row_end, b + rows_per_chunk));
+  const RowChunks chunks(jobs, static_cast<size_t>(ctx.threads) * kChunksPerThread);
+  ctx.pool->Run(chunks.count, [&](size_t c) {
+    size_t k = 0, b = 0, e = 0;
+    chunks.Get(jobs, c, &k, &b, &e);
+    fn(jobs[k], b, e);
   });
 }
 

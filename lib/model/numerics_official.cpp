@@ -211,6 +211,28 @@ class OfficialNumerics final : public ForwardNumerics {
     kernels::I8Codebook cbs[8];
     const size_t nj = std::min<size_t>(jobs.size(), 8);
     for (size_t k = 0; k < nj; ++k) cbs[k] = CodebookOf(*jobs[k].m);
+    // A block with a lane tile (16 tokens) or more per thread splits by tokens, as every other
+    // region of the block does (ForTokenParts): each thread reads the activations it quantized and
+    // writes the outputs its next regions read, all in its own core's cache, and a 16-token tile
+    // costs the same per token as a 32-token one. Each part's rows come in chunks, so a thread
+    // done early takes chunks of the other's part. Smaller calls (a decode step) split by rows.
+    constexpr size_t kLaneTile = 16, kChunksPerPart = 4;
+    const size_t parts = ctx_.pool ? static_cast<size_t>(ctx_.pool->threads()) : 1;
+    if (ctx_.threads > 1 && parts > 1 && n >= kLaneTile * parts &&
+        jobs.size() <= RowChunks::kMaxJobs) {
+      const RowChunks chunks(jobs, kChunksPerPart);
+      ctx_.pool->RunPinned(chunks.count, [&](size_t part, size_t c) {
+        const size_t t0 = TokenPartBegin(n, parts, part), t1 = TokenPartBegin(n, parts, part + 1);
+        size_t k = 0, b = 0, e = 0;
+        chunks.Get(jobs, c, &k, &b, &e);
+        const ProjectJob& j = jobs[k];
+        const kernels::I8Acts acts_part{&act_q_[t0 * m0.in_pad], &act_scale_[t0 * spt], t1 - t0,
+                                        m0.in_pad};
+        gemm(tiled_ ? tiled_->Of(*j.m) : *j.m, cbs[k], acts_part, b, e,
+             j.y + t0 * j.ldy + (b - j.row_begin), j.ldy);
+      });
+      return;
+    }
     RunRowChunks(ctx_, jobs, rows * n * m0.in_pad, [&](const ProjectJob& j, size_t b, size_t e) {
       const size_t k = static_cast<size_t>(&j - jobs.data());
       gemm(tiled_ ? tiled_->Of(*j.m) : *j.m, k < nj ? cbs[k] : CodebookOf(*j.m), acts, b, e,
@@ -334,10 +356,22 @@ class OfficialNumerics final : public ForwardNumerics {
     size_t work = 0;
     for (size_t t = 0; t < n; ++t) work += counts[t];
     work *= H * hd;
-    const size_t tasks = std::min(n, scores_.size() / (H * cap));
-    if (ctx_.threads > 1 && tasks > 1 && work >= (size_t{1} << 16)) {
-      ctx_.pool->Run(tasks, [&](size_t task) {
-        for (size_t t = task; t < n; t += tasks) token(t, &scores_[task * H * cap]);
+    const size_t parts = ctx_.pool ? static_cast<size_t>(ctx_.pool->threads()) : 1;
+    if (ctx_.threads > 1 && parts > 1 && n >= parts && parts <= scores_.size() / (H * cap) &&
+        work >= (size_t{1} << 16)) {
+      // Contiguous token ranges with about equal numbers of visible keys (a token's cost), range
+      // k on thread k (RunPinned), each with its own score scratch.
+      size_t bounds[65] = {0};
+      size_t total = 0, seen = 0, k = 1;
+      for (size_t t = 0; t < n; ++t) total += counts[t];
+      for (size_t t = 0; t < n && k < parts; ++t) {
+        seen += counts[t];
+        while (k < parts && seen * parts >= k * total) bounds[k++] = t + 1;
+      }
+      for (; k <= parts; ++k) bounds[k] = n;
+      ctx_.pool->RunPinned([&](size_t part) {
+        for (size_t t = bounds[part]; t < bounds[part + 1]; ++t)
+          token(t, &scores_[part * H * cap]);
       });
     } else if (ctx_.threads > 1 && KV > 1 && work >= (size_t{1} << 16)) {
       // Fewer tokens than threads (a decode step): the kv heads (with their query heads) are
@@ -443,14 +477,7 @@ class OfficialNumerics final : public ForwardNumerics {
   // operations in the same order whichever thread runs them), so the bits do not depend on it.
   template <class Fn>
   void ForTokenRanges(size_t n, const Fn& fn) {
-    constexpr size_t kMinTokens = 4;
-    const size_t threads = ctx_.pool ? static_cast<size_t>(std::max(ctx_.threads, 1)) : 1;
-    if (threads <= 1 || n < kMinTokens) {
-      fn(0, n);
-      return;
-    }
-    const size_t ranges = std::min(n, 2 * threads);
-    ctx_.pool->Run(ranges, [&](size_t r) { fn(r * n / ranges, (r + 1) * n / ranges); });
+    ForTokenParts(ctx_.threads > 1 ? ctx_.pool : nullptr, n, fn);
   }
 
   NumericsContext ctx_;
