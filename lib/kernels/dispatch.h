@@ -29,6 +29,10 @@ struct KernelTable {
   MacPeakFn mac_peak = nullptr;       // machine limit: the int8 product's peak (needle bench)
   // cq_gemm_i8 reads CqMatrix::tiles when present (the official path then builds them).
   bool cq_i8_tiles = false;
+  // Whether one token's attention (a decode step) may split its kv heads among threads. False
+  // where that measured slower than one thread doing all heads (AVX-512: each part keeps the
+  // per-key score reductions of the whole, and the hand-off costs more than the V half saves).
+  bool attend_split_heads = true;
 };
 
 // The scalar reference table (always available).

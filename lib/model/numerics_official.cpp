@@ -373,7 +373,8 @@ class OfficialNumerics final : public ForwardNumerics {
         for (size_t t = bounds[part]; t < bounds[part + 1]; ++t)
           token(t, &scores_[part * H * cap]);
       });
-    } else if (ctx_.threads > 1 && KV > 1 && work >= (size_t{1} << 16)) {
+    } else if (ctx_.threads > 1 && KV > 1 && work >= (size_t{1} << 16) &&
+               ctx_.kernels->attend_split_heads) {
       // Fewer tokens than threads (a decode step): the kv heads (with their query heads) are
       // split among the threads instead; each head's chains are unchanged, so are the bits.
       const size_t parts = std::min<size_t>(static_cast<size_t>(ctx_.threads), KV);
