@@ -45,11 +45,20 @@ const KernelTable& Avx512Table() {
                         &MacPeakAvx512Vnni,
                         /*cq_i8_tiles=*/false,
                         /*attend_split_heads=*/false}
-          : KernelTable{
-                "avx512",        &CqGemmAvx512,    &CqQuantizeI8Avx512,        &CqGemmI8Avx512,
-                &DotI8Avx512,    &ExpfArrayAvx512, &LogfArrayAvx512,           &QuantizeI8Avx512,
-                &AttendI8Avx512, &SinkhornAvx512,  &DotI8RowsVia<DotI8Avx512>, &MacPeakAvx512,
-                /*cq_i8_tiles=*/false, /*attend_split_heads=*/false};
+          : KernelTable{"avx512",
+                        &CqGemmAvx512,
+                        &CqQuantizeI8Avx512,
+                        &CqGemmI8Avx512,
+                        &DotI8Avx512,
+                        &ExpfArrayAvx512,
+                        &LogfArrayAvx512,
+                        &QuantizeI8Avx512,
+                        &AttendI8Avx512,
+                        &SinkhornAvx512,
+                        &DotI8RowsVia<DotI8Avx512>,
+                        &MacPeakAvx512,
+                        /*cq_i8_tiles=*/false,
+                        /*attend_split_heads=*/false};
   return table;
 }
 #endif

@@ -28,8 +28,8 @@ class ChunkPool {
   // reentrant: one Run at a time per pool (the pool belongs to one decoder).
   template <class Fn>
   void Run(size_t chunks, const Fn& fn) {
-    RunErased(chunks, &fn, [](const void* f, size_t c) { (*static_cast<const Fn*>(f))(c); },
-              false);
+    RunErased(
+        chunks, &fn, [](const void* f, size_t c) { (*static_cast<const Fn*>(f))(c); }, false);
   }
 
   // Calls fn(part, chunk) for every part in [0, threads()) and chunk in [0, chunks_per_part),
@@ -39,11 +39,12 @@ class ChunkPool {
   // other parts (a descheduled or slower worker delays the region by at most a chunk).
   template <class Fn>
   void RunPinned(size_t chunks_per_part, const Fn& fn) {
-    RunErased(chunks_per_part, &fn,
-              [](const void* f, size_t c) {
-                (*static_cast<const Fn*>(f))(c >> kPartShift, c & ((size_t{1} << kPartShift) - 1));
-              },
-              true);
+    RunErased(
+        chunks_per_part, &fn,
+        [](const void* f, size_t c) {
+          (*static_cast<const Fn*>(f))(c >> kPartShift, c & ((size_t{1} << kPartShift) - 1));
+        },
+        true);
   }
   // fn(part) for every part in [0, threads()): one chunk per part.
   template <class Fn>

@@ -370,8 +370,7 @@ class OfficialNumerics final : public ForwardNumerics {
       }
       for (; k <= parts; ++k) bounds[k] = n;
       ctx_.pool->RunPinned([&](size_t part) {
-        for (size_t t = bounds[part]; t < bounds[part + 1]; ++t)
-          token(t, &scores_[part * H * cap]);
+        for (size_t t = bounds[part]; t < bounds[part + 1]; ++t) token(t, &scores_[part * H * cap]);
       });
     } else if (ctx_.threads > 1 && KV > 1 && work >= (size_t{1} << 16) &&
                ctx_.kernels->attend_split_heads) {
