@@ -398,28 +398,38 @@ TEST_CASE("integer CQ gemm: rows of more than 64 groups and one-ulp sensitivity"
   }
 }
 
+// Where cq_int8.h puts code byte k of tile row p in a block of `layout`.
+size_t TileByteAt(k::CqTileLayout layout, size_t k, size_t p) {
+  return layout == k::CqTileLayout::kRowDwords ? k / 4 * 64 + 4 * p + k % 4 : 16 * k + p;
+}
+
 TEST_CASE("16-row tiles hold each code byte and norm where cq_int8.h says", "[kernels][i8]") {
   std::mt19937 rng(41);
   const TestMatrix t = MakeMatrix(32, 300, 2, false, &rng);
   const size_t bytes = k::CqTileBytes(t.m);
   REQUIRE(bytes == 2 * t.m.groups_per_row * 576);  // 2 tiles x 3 groups x (512 + 64)
-  std::vector<uint8_t> tiles(bytes, 0xa5);
-  k::MakeCqTiles(t.m, tiles.data());
-  size_t wrong = 0;
-  for (size_t r = 0; r < t.m.rows; ++r)
-    for (size_t g = 0; g < t.m.groups_per_row; ++g) {
-      const uint8_t* block = tiles.data() + (r / 16 * t.m.groups_per_row + g) * 576;
-      for (size_t byte = 0; byte < 32; ++byte)
-        wrong += block[16 * byte + r % 16] != t.codes[r * t.m.row_bytes + 32 * g + byte];
-      uint32_t stored, want;  // the f32 bits
-      std::memcpy(&stored, block + 512 + 4 * (r % 16), 4);
-      const size_t at = 2 * (r * t.m.groups_per_row + g);
-      const float norm =
-          needle::F16ToF32(static_cast<uint16_t>(t.norms[at] | t.norms[at + 1] << 8));
-      std::memcpy(&want, &norm, 4);
-      wrong += stored != want;
-    }
-  CHECK(wrong == 0);
+  for (const k::CqTileLayout layout :
+       {k::CqTileLayout::kByteColumns, k::CqTileLayout::kRowDwords}) {
+    INFO(k::CqTileLayoutName(layout));
+    std::vector<uint8_t> tiles(bytes, 0xa5);
+    k::MakeCqTiles(t.m, layout, tiles.data());
+    size_t wrong = 0;
+    for (size_t r = 0; r < t.m.rows; ++r)
+      for (size_t g = 0; g < t.m.groups_per_row; ++g) {
+        const uint8_t* block = tiles.data() + (r / 16 * t.m.groups_per_row + g) * 576;
+        for (size_t byte = 0; byte < 32; ++byte)
+          wrong +=
+              block[TileByteAt(layout, byte, r % 16)] != t.codes[r * t.m.row_bytes + 32 * g + byte];
+        uint32_t stored, want;  // the f32 bits
+        std::memcpy(&stored, block + 512 + 4 * (r % 16), 4);
+        const size_t at = 2 * (r * t.m.groups_per_row + g);
+        const float norm =
+            needle::F16ToF32(static_cast<uint16_t>(t.norms[at] | t.norms[at + 1] << 8));
+        std::memcpy(&want, &norm, 4);
+        wrong += stored != want;
+      }
+    CHECK(wrong == 0);
+  }
   // Only 2-bit matrices of whole tiles are tiled.
   CHECK(k::CqTileBytes(MakeMatrix(17, 300, 2, false, &rng).m) == 0);
   CHECK(k::CqTileBytes(MakeMatrix(32, 300, 4, false, &rng).m) == 0);
@@ -431,48 +441,75 @@ TEST_CASE("integer CQ gemm: matrices with 16-row tiles give the reference's bits
   const auto variants = Variants();
   RequireFastVariants(variants);
   std::mt19937 rng(43);
-  size_t cases = 0;
+  size_t cases = 0, tiled_tables = 0;
   for (const bool ternary : {false, true})
     for (const auto& [rows, cols] :
-         {std::pair<size_t, size_t>{16, 128}, {48, 300}, {64, 512}, {32, 17 * 128 + 5}}) {
-      TestMatrix t = MakeMatrix(rows, cols, 2, ternary, &rng);
-      std::vector<uint8_t> tiles(k::CqTileBytes(t.m));
-      REQUIRE(!tiles.empty());
-      k::MakeCqTiles(t.m, tiles.data());
-      TestMatrix tiled = t;
-      tiled.m.codes = tiled.codes.data();
-      tiled.m.norms = tiled.norms.data();
-      tiled.m.tiles = tiles.data();
-      for (const size_t n : {size_t{1}, size_t{3}}) {
-        const auto x = MakeActivations(n, cols, cols, &rng);
-        for (const auto& [rb, re] : {std::pair{size_t{0}, rows}, std::pair{size_t{1}, rows - 1},
-                                     std::pair{size_t{5}, rows / 2 + 3}}) {
-          const auto ref = RunGemm(variants.front(), t, x, n, cols, rb, re);
-          for (size_t vi = 1; vi < variants.size(); ++vi) {
-            INFO(variants[vi].name << (ternary ? " ternary" : "") << " rows " << rows << " [" << rb
-                                   << ", " << re << ") cols " << cols << " tokens " << n);
-            CHECK(SameBits(ref, RunGemm(variants[vi], tiled, x, n, cols, rb, re)));
+         {std::pair<size_t, size_t>{16, 128}, {48, 300}, {64, 512}, {32, 17 * 128 + 5}})
+      for (const k::CqTileLayout layout :
+           {k::CqTileLayout::kByteColumns, k::CqTileLayout::kRowDwords}) {
+        TestMatrix t = MakeMatrix(rows, cols, 2, ternary, &rng);
+        std::vector<uint8_t> tiles(k::CqTileBytes(t.m));
+        REQUIRE(!tiles.empty());
+        k::MakeCqTiles(t.m, layout, tiles.data());
+        TestMatrix tiled = t;
+        tiled.m.codes = tiled.codes.data();
+        tiled.m.norms = tiled.norms.data();
+        tiled.m.tiles = tiles.data();
+        tiled.m.tile_layout = layout;
+        // One token (the gemv), a few (one at a time), whole 16-token lane tiles and a partial one.
+        for (const size_t n : {size_t{1}, size_t{3}, size_t{16}, size_t{27}}) {
+          const auto x = MakeActivations(n, cols, cols, &rng);
+          for (const auto& [rb, re] :
+               {std::pair{size_t{0}, rows}, std::pair{size_t{1}, rows - 1},
+                std::pair{size_t{5}, rows / 2 + 3}, std::pair{rows - 16, rows}}) {
+            const auto ref = RunGemm(variants.front(), t, x, n, cols, rb, re);
+            for (size_t vi = 1; vi < variants.size(); ++vi) {
+              INFO(variants[vi].name << (ternary ? " ternary" : "") << " rows " << rows << " ["
+                                     << rb << ", " << re << ") cols " << cols << " tokens " << n
+                                     << " tiles " << k::CqTileLayoutName(layout));
+              CHECK(SameBits(ref, RunGemm(variants[vi], tiled, x, n, cols, rb, re)));
+              ++cases;
+            }
+          }
+        }
+        // A table that reads tiles of this layout sees a change in them (the comparison above can
+        // fail), on one token and on a lane tile of tokens.
+        for (const std::string& isa : k::AvailableIsas()) {
+          if (k::KernelsFor(isa).cq_i8_tiles != layout) continue;
+          const Variant v{isa, k::KernelsFor(isa).cq_quantize_i8, k::KernelsFor(isa).cq_gemm_i8,
+                          k::KernelsFor(isa).dot_i8, LayoutOf(isa)};
+          for (const size_t n : {size_t{1}, size_t{16}}) {
+            INFO(isa << " tokens " << n << " rows " << rows << " cols " << cols
+                     << (ternary ? " ternary" : ""));
+            std::normal_distribution<float> gauss(0.f, 1.f);  // dense: every code byte counts
+            std::vector<float> x(n * cols);
+            for (float& value : x) value = gauss(rng);
+            const auto before = RunGemm(v, tiled, x, n, cols, 0, rows);
+            for (size_t g = 0; g < t.m.groups_per_row; ++g)
+              tiles[g * k::kCqTileBlockBytes + TileByteAt(layout, 7, 3)] ^= 0x55;  // row 3, byte 7
+            const auto after = RunGemm(v, tiled, x, n, cols, 0, rows);
+            for (size_t g = 0; g < t.m.groups_per_row; ++g)  // restored
+              tiles[g * k::kCqTileBlockBytes + TileByteAt(layout, 7, 3)] ^= 0x55;
+            size_t changed = 0, changed_elsewhere = 0;
+            for (size_t i = 0; i < before.size(); ++i) {
+              const bool differs = !SameBits({before[i]}, {after[i]});
+              changed += differs;
+              changed_elsewhere += differs && i % (rows + 3) != 3;  // RunGemm's ldy
+            }
+            CHECK(changed > 0);
+            CHECK(changed_elsewhere == 0);
             ++cases;
+            ++tiled_tables;
           }
         }
       }
-      // A table that reads tiles sees a change in them (the comparison above can fail).
-      for (const std::string& isa : k::AvailableIsas()) {
-        if (!k::KernelsFor(isa).cq_i8_tiles) continue;
-        const Variant v{isa, k::KernelsFor(isa).cq_quantize_i8, k::KernelsFor(isa).cq_gemm_i8,
-                        k::KernelsFor(isa).dot_i8, LayoutOf(isa)};
-        const auto x = MakeActivations(1, cols, cols, &rng);
-        const auto before = RunGemm(v, tiled, x, 1, cols, 0, rows);
-        for (size_t g = 0; g < t.m.groups_per_row; ++g)
-          tiles[g * k::kCqTileBlockBytes + 16 * 7 + 3] ^= 0x55;  // row 3, code byte 7
-        const auto after = RunGemm(v, tiled, x, 1, cols, 0, rows);
-        CHECK_FALSE(SameBits(before, after));
-        CHECK(SameBits(std::vector<float>(before.begin(), before.begin() + 3),
-                       std::vector<float>(after.begin(), after.begin() + 3)));
-        ++cases;
-      }
-    }
   CHECK(cases > 0);
+#if defined(NEEDLE_X86)
+  // The avx512 table of a VNNI + VBMI CPU reads row-dword tiles.
+  if (k::BestIsa() >= k::Isa::kAvx512 && k::GetCpuFeatures().avx512vnni &&
+      k::GetCpuFeatures().avx512vbmi)
+    CHECK(tiled_tables > 0);
+#endif
 }
 
 TEST_CASE("int8 dot: exact on every value including -128", "[kernels][i8]") {

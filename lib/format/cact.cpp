@@ -130,6 +130,12 @@ void CactFile::Evict(const TensorInfo& t) const {
   file_->Evict(static_cast<size_t>(d.data() - bytes().data()), d.size());
 }
 
+void CactFile::EvictBytes(const uint8_t* p, size_t n) const {
+  const uint8_t* begin = bytes().data();
+  if (p < begin || p + n > begin + bytes().size()) return;  // not in the file's bytes
+  file_->Evict(static_cast<size_t>(p - begin), n);
+}
+
 std::string CactFile::Sha256Hex() const {
   Sha256 hash;
   std::vector<uint8_t> block(size_t{1} << 16);

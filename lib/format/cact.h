@@ -169,6 +169,8 @@ class CactFile {
   // read once at load (widened vectors, the tokenizer blob, derived rows): a mapped file reads
   // them again from the page cache if they are touched later. No effect on a heap copy.
   void Evict(const TensorInfo& t) const;
+  // The same for `n` bytes at `p` (a pointer into bytes()): part of a tensor.
+  void EvictBytes(const uint8_t* p, size_t n) const;
   // Copies out.size() bytes starting at `p` (a pointer into bytes()) without touching the
   // mapping (MappedFile::ReadAt): for rows of an evicted tensor. Throws IoError.
   void ReadAt(const uint8_t* p, std::span<uint8_t> out) const;

@@ -102,20 +102,35 @@ size_t CqTileBytes(const CqMatrix& m) {
   return m.rows / kCqTileRows * m.groups_per_row * kCqTileBlockBytes;
 }
 
-void MakeCqTiles(const CqMatrix& m, uint8_t* out) {
+void MakeCqTiles(const CqMatrix& m, CqTileLayout layout, uint8_t* out) {
   const size_t groups = m.groups_per_row;
   const size_t code_bytes = 2 * kI8Group / 8;  // one row's codes of one group
+  // Where code byte k of tile row p goes inside a block.
+  const auto at = [layout](size_t k, size_t p) {
+    return layout == CqTileLayout::kRowDwords ? (k / 4) * 64 + 4 * p + k % 4 : k * kCqTileRows + p;
+  };
   for (size_t t = 0; t < m.rows / kCqTileRows; ++t)
     for (size_t g = 0; g < groups; ++g) {
       uint8_t* block = out + (t * groups + g) * kCqTileBlockBytes;
       for (size_t p = 0; p < kCqTileRows; ++p) {
         const size_t r = t * kCqTileRows + p;
         const uint8_t* codes = m.codes + r * m.row_bytes + g * code_bytes;
-        for (size_t k = 0; k < code_bytes; ++k) block[k * kCqTileRows + p] = codes[k];
+        for (size_t k = 0; k < code_bytes; ++k) block[at(k, p)] = codes[k];
         const float norm = F16ToF32(LoadLE<uint16_t>(m.norms + (r * groups + g) * 2));
         std::memcpy(block + code_bytes * kCqTileRows + p * sizeof(float), &norm, sizeof(float));
       }
     }
+}
+
+const char* CqTileLayoutName(CqTileLayout layout) {
+  switch (layout) {
+    case CqTileLayout::kByteColumns:
+      return "byte-columns";
+    case CqTileLayout::kRowDwords:
+      return "row-dwords";
+    default:
+      return "none";
+  }
 }
 
 int32_t DotI8Reference(const int8_t* a, const int8_t* b, size_t n) {

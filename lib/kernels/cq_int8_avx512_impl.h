@@ -132,19 +132,27 @@ class Unpacker {
     }
   }
 
+  // VBMI, 2-bit: the weights of crumb j = 0..3 of every byte of c (each byte's crumbs need no
+  // shift or mask but the last, the 64-entry tables read the index bits they need).
+  void Crumbs(__m512i c, __m512i& w0, __m512i& w1, __m512i& w2, __m512i& w3) const {
+#if defined(__AVX512VBMI__)
+    w0 = _mm512_permutexvar_epi8(c, table64_);
+    w1 = _mm512_permutexvar_epi8(c, crumb_table_[0]);
+    w2 = _mm512_permutexvar_epi8(c, crumb_table_[1]);
+    w3 = _mm512_permutexvar_epi8(_mm512_srli_epi16(c, 2), crumb_table_[1]);
+#else
+    w0 = w1 = w2 = w3 = c;  // not used without VBMI
+#endif
+  }
+
   // The pair of groups (g, g + 1) at `codes` (g + 1 only if `second`; otherwise its half of the
   // weights is unspecified) as the four vectors W_0..W_3 (w[0].w[0..1], w[1].w[0..1]).
   void Pair(const uint8_t* codes, bool second, GroupWeights* out) const {
     __m512i idx[4];
     if constexpr (kBits == 2 && kVbmi) {
-#if defined(__AVX512VBMI__)
       const __m512i c = second ? _mm512_loadu_si512(codes) : _mm512_maskz_loadu_epi64(0x0F, codes);
-      out[0].w[0] = _mm512_permutexvar_epi8(c, table64_);
-      out[0].w[1] = _mm512_permutexvar_epi8(c, crumb_table_[0]);
-      out[1].w[0] = _mm512_permutexvar_epi8(c, crumb_table_[1]);
-      out[1].w[1] = _mm512_permutexvar_epi8(_mm512_srli_epi16(c, 2), crumb_table_[1]);
+      Crumbs(c, out[0].w[0], out[0].w[1], out[1].w[0], out[1].w[1]);
       return;
-#endif
     }
     if constexpr (kBits == 2) {
       const __m512i c = second ? _mm512_loadu_si512(codes) : _mm512_maskz_loadu_epi64(0x0F, codes);
@@ -525,6 +533,9 @@ inline __m512 PairStep(const Unpacker<kBits>& unpack, const uint8_t* codes, size
   return acc;
 }
 
+// Tiles ahead whose code bytes and norms a single-token tile prefetches.
+constexpr size_t kPrefetchTiles = 4;
+
 // A mask of the first `words` (<= 32) 16-bit lanes.
 inline __mmask32 WordMask(size_t words) {
   return words >= 32 ? ~__mmask32{0} : static_cast<__mmask32>((1u << words) - 1u);
@@ -549,6 +560,20 @@ void PairTile(const Unpacker<kBits>& unpack, const GemmArgs& a, const PairActs& 
   const __m512i split = _mm512_load_si512(kSplit);
   const __m512 cb = _mm512_set1_ps(a.cb_scale);
   float* const yr = a.y + (r0 - a.row_begin);
+  // The weights stream from L3 or memory: a tile kPrefetchTiles ahead has its code bytes (16
+  // contiguous rows) and norms requested now, so they arrive while this tile computes.
+  if (g0 == 0) {
+    const size_t ahead = r0 + kPrefetchTiles * kLanes;
+    if (ahead < m.rows) {
+      const size_t rows = std::min(kLanes, m.rows - ahead);
+      const uint8_t* p = m.codes + ahead * m.row_bytes;
+      for (size_t off = 0; off < rows * m.row_bytes; off += 64)
+        _mm_prefetch(reinterpret_cast<const char*>(p + off), _MM_HINT_T0);
+      const uint8_t* n = m.norms + ahead * groups * 2;
+      for (size_t off = 0; off < rows * groups * 2; off += 64)
+        _mm_prefetch(reinterpret_cast<const char*>(n + off), _MM_HINT_T0);
+    }
+  }
   __m512 acc = g0 > 0 ? _mm512_loadu_ps(yr) : _mm512_setzero_ps();
   size_t g = g0;
   if (groups <= 4) {
@@ -593,6 +618,72 @@ void GemvPairs(const Unpacker<kBits>& unpack, const GemmArgs& a, size_t row_end)
       PairTile<kBits>(unpack, a, pa, g0, g1, r0);
   }
 }
+
+#if defined(__AVX512VBMI__)
+// ---- One token from row-dword tiles (CqTileLayout::kRowDwords, VNNI + VBMI): rows in lanes ----
+//
+// Lane p of every vector is row p of a 16-row tile. Vector d of a (tile, group) block holds each
+// row's code bytes 4d..4d+3; crumb c of it, looked up (Unpacker::Crumbs), is the 16 rows' weights
+// (w + 128) at layout positions 4i..4i+3 with i = d + 8c (I8LayoutPositionX86: code byte b holds
+// the crumb-j columns at position 32 j + b). vpdpbusd with the token's activation dword i
+// broadcast adds each row's four products into its own lane, so the group dots need no reduction
+// across lanes (the pair kernel above spends a third of its shuffles on that). Four chains per
+// group (one per crumb), summed exactly; then each lane runs its row's f32 chain over the groups.
+
+// Whether rows [row_begin, row_end) of m are whole row-dword tiles this file can read.
+inline bool RowDwordTiles(const CqMatrix& m, size_t row_begin, size_t row_end) {
+  return m.tiles != nullptr && m.tile_layout == CqTileLayout::kRowDwords && m.code_bits == 2 &&
+         row_begin % kCqTileRows == 0 && row_end % kCqTileRows == 0;
+}
+
+void GemvRowDwords(const Unpacker<2>& unpack, const GemmArgs& a, size_t row_end) {
+  const CqMatrix& m = *a.m;
+  const I8Acts& acts = *a.acts;
+  const size_t groups = m.groups_per_row;
+  const __m512 cb = _mm512_set1_ps(a.cb_scale);
+  const __m512i ones = _mm512_set1_epi8(1);
+  alignas(64) int32_t offset[kGroupBlock];
+  for (size_t g0 = 0; g0 < groups; g0 += kGroupBlock) {
+    const size_t g1 = std::min(groups, g0 + kGroupBlock);
+    for (size_t g = g0; g < g1; ++g) {  // 128 * sum(q) of the group (vpdpbusd's +128 bias)
+      const int8_t* q = acts.q + g * kI8Group;
+      __m512i sum = _mm512_dpbusd_epi32(_mm512_setzero_si512(), ones, _mm512_loadu_si512(q));
+      sum = _mm512_dpbusd_epi32(sum, ones, _mm512_loadu_si512(q + 64));
+      offset[g - g0] = 128 * _mm512_reduce_add_epi32(sum);
+    }
+    for (size_t r0 = a.row_begin; r0 < row_end; r0 += kCqTileRows) {
+      const uint8_t* tile = m.tiles + r0 / kCqTileRows * groups * kCqTileBlockBytes;
+      float* const yr = a.y + (r0 - a.row_begin);
+      __m512 acc = g0 > 0 ? _mm512_loadu_ps(yr) : _mm512_setzero_ps();
+      for (size_t g = g0; g < g1; ++g) {
+        const uint8_t* block = tile + g * kCqTileBlockBytes;
+        const int8_t* q = acts.q + g * kI8Group;
+        __m512i s[4];
+        for (__m512i& v : s) v = _mm512_setzero_si512();
+#pragma GCC unroll 8
+        for (size_t d = 0; d < 8; ++d) {
+          __m512i w[4];
+          unpack.Crumbs(_mm512_loadu_si512(block + 64 * d), w[0], w[1], w[2], w[3]);
+          for (size_t c = 0; c < 4; ++c) {
+            int32_t word;
+            std::memcpy(&word, q + 4 * (d + 8 * c), 4);
+            s[c] = _mm512_dpbusd_epi32(s[c], w[c], _mm512_set1_epi32(word));
+          }
+        }
+        const __m512i dots = _mm512_sub_epi32(
+            _mm512_add_epi32(_mm512_add_epi32(s[0], s[1]), _mm512_add_epi32(s[2], s[3])),
+            _mm512_set1_epi32(offset[g - g0]));
+        const __m512 norm = _mm512_loadu_ps(block + 2 * kI8Group / 8 * kCqTileRows);
+        const __m512 scale = _mm512_set1_ps(acts.scales[g]);
+        acc = _mm512_add_ps(
+            _mm512_mul_ps(norm, _mm512_mul_ps(cb, _mm512_mul_ps(scale, _mm512_cvtepi32_ps(dots)))),
+            acc);
+      }
+      _mm512_storeu_ps(yr, acc);
+    }
+  }
+}
+#endif
 
 #if defined(__AVX512VNNI__)
 // ---- Several tokens with VNNI (prefill GEMM): tokens in lanes ----
@@ -640,33 +731,84 @@ void StageLanes(const I8Acts& acts, size_t groups, size_t t0, size_t tokens, siz
   }
 }
 
+// One group of a lane tile's kLaneRows rows: row r's weight dword for quad i at
+// w + r * kRowStride + i * kQuadStride; the group's dots against the token tiles, then each
+// chain's step into out[r][h] (norm[r]: the rows' group norms). Not inlined: its accumulators get
+// the registers to themselves (inlined into the tile, GCC spilled them).
+template <size_t kTiles, size_t kRowStride, size_t kQuadStride>
+[[gnu::noinline]] void LaneGroup(const uint8_t* w, const LaneActs& la, size_t gi, const float* norm,
+                                 __m512 cb, float (*out)[kTiles][kLanes]) {
+  constexpr size_t R = kLaneRows;
+  __m512i acc[R][kTiles];
+  for (auto& row : acc)
+    for (__m512i& v : row) v = _mm512_setzero_si512();
+  const auto& quads = la.a[gi];
+  for (size_t i = 0; i < kLaneQuads; ++i) {
+    __m512i x[kTiles];
+    for (size_t h = 0; h < kTiles; ++h) x[h] = _mm512_load_si512(quads[i][h]);
+#pragma GCC unroll 8
+    for (size_t r = 0; r < R; ++r) {
+      int32_t word;
+      std::memcpy(&word, w + r * kRowStride + i * kQuadStride, 4);
+      const __m512i wv = _mm512_set1_epi32(word);
+      for (size_t h = 0; h < kTiles; ++h) acc[r][h] = _mm512_dpbusd_epi32(acc[r][h], wv, x[h]);
+    }
+  }
+  for (size_t h = 0; h < kTiles; ++h) {
+    const __m512i offset = _mm512_load_si512(la.offset[gi][h]);
+    const __m512 s = _mm512_load_ps(la.scale[gi][h]);
+    for (size_t r = 0; r < R; ++r) {
+      const __m512 dot = _mm512_cvtepi32_ps(_mm512_sub_epi32(acc[r][h], offset));
+      _mm512_store_ps(out[r][h],
+                      _mm512_add_ps(_mm512_mul_ps(_mm512_set1_ps(norm[r]),
+                                                  _mm512_mul_ps(cb, _mm512_mul_ps(s, dot))),
+                                    _mm512_load_ps(out[r][h])));
+    }
+  }
+}
+
 // Rows [r0, r0 + rows) (rows <= kLaneRows; missing rows repeat the last one and are not stored)
 // against kTiles token tiles from t0 (`tokens` of them real), groups [g0, g1) of the chains
 // (resumed from y when g0 > 0).
-template <uint32_t kBits, size_t kTiles>
+// kRowDwords (VBMI, 2-bit): the weights come from m's row-dword tiles, and the tile is a whole
+// 16-row tile of them (r0 a multiple of 16, rows == 8: each half's count) run as two halves of
+// kLaneRows rows: each group's 16 rows are looked up at once (GemvRowDwords' crumbs) into a
+// buffer [quad i][tile row] of weight dwords, which both halves read.
+template <uint32_t kBits, size_t kTiles, bool kRowDwords = false>
 void LaneTile(const Unpacker<kBits>& unpack, const GemmArgs& a, const LaneActs& la, size_t t0,
               size_t tokens, size_t g0, size_t g1, size_t r0, size_t rows) {
   constexpr size_t R = kLaneRows;
+  static_assert(!kRowDwords || (kBits == 2 && kVbmi));
   const CqMatrix& m = *a.m;
   const uint8_t* codes[R];
   const uint8_t* norms[R];
-  for (size_t r = 0; r < R; ++r) {
-    const size_t row = r0 + std::min(r, rows - 1);
-    codes[r] = m.codes + row * m.row_bytes;
-    norms[r] = m.norms + row * m.groups_per_row * 2;
+  const uint8_t* tile = nullptr;
+  constexpr size_t kHalves = kRowDwords ? 2 : 1;
+  if constexpr (kRowDwords) {
+    tile = m.tiles + r0 / kCqTileRows * m.groups_per_row * kCqTileBlockBytes;
+  } else {
+    for (size_t r = 0; r < R; ++r) {
+      const size_t row = r0 + std::min(r, rows - 1);
+      codes[r] = m.codes + row * m.row_bytes;
+      norms[r] = m.norms + row * m.groups_per_row * 2;
+    }
   }
   // The chains, row-major; a token's R rows are gathered into one vector for y (stores of single
   // floats at y's row stride were most of the time: that stride maps every token to few L1 sets).
-  alignas(64) float out[R][kTiles][kLanes];
-  auto y_at = [&](size_t l) { return a.y + (t0 + l) * a.ldy + (r0 - a.row_begin); };
+  alignas(64) float out[kHalves * R][kTiles][kLanes];
+  auto y_at = [&](size_t l, size_t half) {
+    return a.y + (t0 + l) * a.ldy + (r0 + half * R - a.row_begin);
+  };
   const __m256i gather =
       _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7),
                          _mm256_set1_epi32(static_cast<int32_t>(kTiles * kLanes)));
   const __mmask8 row_mask = static_cast<__mmask8>((1u << rows) - 1u);
   static_assert(R == 8, "one 8-float vector per token");
   if (g0 > 0) {
-    for (size_t l = 0; l < tokens; ++l)
-      _mm256_i32scatter_ps(&out[0][0][0] + l, gather, _mm256_maskz_loadu_ps(row_mask, y_at(l)), 4);
+    for (size_t half = 0; half < kHalves; ++half)
+      for (size_t l = 0; l < tokens; ++l)
+        _mm256_i32scatter_ps(&out[half * R][0][0] + l, gather,
+                             _mm256_maskz_loadu_ps(row_mask, y_at(l, half)), 4);
   } else {
     for (auto& row : out)
       for (auto& v : row) _mm512_store_ps(v, _mm512_setzero_ps());
@@ -674,50 +816,55 @@ void LaneTile(const Unpacker<kBits>& unpack, const GemmArgs& a, const LaneActs& 
   const __m512 cb = _mm512_set1_ps(a.cb_scale);
   // Group g's weights are unpacked one group ahead (double buffer): the dword broadcasts then
   // read stores made a whole group earlier, not ones still in flight.
-  alignas(64) uint8_t wbuf[2][R][kI8Group];
-  auto unpack_group = [&](size_t g, uint8_t(*dst)[kI8Group]) {
-    for (size_t r = 0; r < R; ++r) {
-      GroupWeights gw;
-      unpack.Group(codes[r] + g * 16 * kBits, &gw);
-      _mm512_store_si512(dst[r], gw.w[0]);
-      _mm512_store_si512(dst[r] + 64, gw.w[1]);
+  // Codes: [row][128 weights in layout order]; kRowDwords: [quad][16 tile rows] weight dwords.
+  constexpr size_t kBufBytes = kRowDwords ? kLaneQuads * kCqTileRows * 4 : R * kI8Group;
+  alignas(64) uint8_t wbuf[2][kBufBytes];
+  auto unpack_group = [&](size_t g, uint8_t* dst) {
+    if constexpr (kRowDwords) {
+      const uint8_t* block = tile + g * kCqTileBlockBytes;
+      for (size_t d = 0; d < 8; ++d) {
+        __m512i w[4];
+        unpack.Crumbs(_mm512_loadu_si512(block + 64 * d), w[0], w[1], w[2], w[3]);
+        for (size_t c = 0; c < 4; ++c) _mm512_store_si512(dst + 64 * (d + 8 * c), w[c]);
+      }
+    } else {
+      for (size_t r = 0; r < R; ++r) {
+        GroupWeights gw;
+        unpack.Group(codes[r] + g * 16 * kBits, &gw);
+        _mm512_store_si512(dst + r * kI8Group, gw.w[0]);
+        _mm512_store_si512(dst + r * kI8Group + 64, gw.w[1]);
+      }
     }
   };
   unpack_group(g0, wbuf[0]);
   for (size_t g = g0; g < g1; ++g) {
-    uint8_t(*w)[kI8Group] = wbuf[(g - g0) % 2];
+    const uint8_t* w = wbuf[(g - g0) % 2];
     if (g + 1 < g1) unpack_group(g + 1, wbuf[(g + 1 - g0) % 2]);
-    __m512i acc[R][kTiles];
-    for (auto& row : acc)
-      for (__m512i& v : row) v = _mm512_setzero_si512();
-    const auto& quads = la.a[g - g0];
-    for (size_t i = 0; i < kLaneQuads; ++i) {
-      __m512i x[kTiles];
-      for (size_t h = 0; h < kTiles; ++h) x[h] = _mm512_load_si512(quads[i][h]);
-#pragma GCC unroll 8
+    for (size_t half = 0; half < kHalves; ++half) {
+      const size_t tile_row = half * R;
+      alignas(64) float norm[R];
       for (size_t r = 0; r < R; ++r) {
-        int32_t word;
-        std::memcpy(&word, w[r] + 4 * i, 4);
-        const __m512i wv = _mm512_set1_epi32(word);
-        for (size_t h = 0; h < kTiles; ++h) acc[r][h] = _mm512_dpbusd_epi32(acc[r][h], wv, x[h]);
+        if constexpr (kRowDwords) {
+          std::memcpy(
+              &norm[r],
+              tile + g * kCqTileBlockBytes + 2 * kI8Group / 8 * kCqTileRows + 4 * (tile_row + r),
+              4);
+        } else {
+          uint16_t bits;
+          std::memcpy(&bits, norms[r] + 2 * g, 2);
+          norm[r] = _cvtsh_ss(bits);
+        }
       }
-    }
-    for (size_t h = 0; h < kTiles; ++h) {
-      const __m512i offset = _mm512_load_si512(la.offset[g - g0][h]);
-      const __m512 s = _mm512_load_ps(la.scale[g - g0][h]);
-      for (size_t r = 0; r < R; ++r) {
-        uint16_t half;
-        std::memcpy(&half, norms[r] + 2 * g, 2);
-        const __m512 norm = _mm512_set1_ps(_cvtsh_ss(half));
-        const __m512 dot = _mm512_cvtepi32_ps(_mm512_sub_epi32(acc[r][h], offset));
-        _mm512_store_ps(out[r][h],
-                        _mm512_add_ps(_mm512_mul_ps(norm, _mm512_mul_ps(cb, _mm512_mul_ps(s, dot))),
-                                      _mm512_load_ps(out[r][h])));
-      }
+      if constexpr (kRowDwords)
+        LaneGroup<kTiles, 4, 64>(w + 4 * tile_row, la, g - g0, norm, cb, out + tile_row);
+      else
+        LaneGroup<kTiles, kI8Group, 4>(w, la, g - g0, norm, cb, out);
     }
   }
-  for (size_t l = 0; l < tokens; ++l)
-    _mm256_mask_storeu_ps(y_at(l), row_mask, _mm256_i32gather_ps(&out[0][0][0] + l, gather, 4));
+  for (size_t half = 0; half < kHalves; ++half)
+    for (size_t l = 0; l < tokens; ++l)
+      _mm256_mask_storeu_ps(y_at(l, half), row_mask,
+                            _mm256_i32gather_ps(&out[half * R][0][0] + l, gather, 4));
 }
 
 template <uint32_t kBits>
@@ -730,6 +877,19 @@ void GemmLanes(const Unpacker<kBits>& unpack, const GemmArgs& a, size_t row_end)
     for (size_t g0 = 0; g0 < groups; g0 += kLaneGroupBlock) {
       const size_t g1 = std::min(groups, g0 + kLaneGroupBlock);
       StageLanes(acts, groups, t0, tokens, g0, g1, &la);
+#if defined(__AVX512VBMI__)
+      if constexpr (kBits == 2) {
+        if (RowDwordTiles(*a.m, a.row_begin, row_end)) {  // whole 16-row tiles
+          for (size_t r0 = a.row_begin; r0 < row_end; r0 += kCqTileRows) {
+            if (tokens > kLanes)
+              LaneTile<kBits, 2, true>(unpack, a, la, t0, tokens, g0, g1, r0, kLaneRows);
+            else
+              LaneTile<kBits, 1, true>(unpack, a, la, t0, tokens, g0, g1, r0, kLaneRows);
+          }
+          continue;
+        }
+      }
+#endif
       for (size_t r0 = a.row_begin; r0 < row_end; r0 += kLaneRows) {
         const size_t rows = std::min(kLaneRows, row_end - r0);
         if (tokens > kLanes)
@@ -782,6 +942,12 @@ void GemmBits(const CqMatrix& m, const I8Codebook& cb, const I8Acts& acts, size_
   const Unpacker<kBits> unpack(cb);
 #if defined(__AVX512VNNI__)
   if (acts.n > 1) return GemmVnni<kBits>(unpack, m, cb, acts, row_begin, row_end, y, ldy);
+#endif
+#if defined(__AVX512VBMI__)
+  if constexpr (kBits == 2) {
+    if (acts.n == 1 && RowDwordTiles(m, row_begin, row_end))
+      return GemvRowDwords(unpack, GemmArgs{&m, &acts, cb.scale, row_begin, y, ldy}, row_end);
+  }
 #endif
   if constexpr (kBits != 3) {
     if (acts.n == 1) {  // whole tiles of 16 rows by pairs of groups, the rest below

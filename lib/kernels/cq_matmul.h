@@ -10,6 +10,9 @@ namespace needle::kernels {
 
 // A read-only view of one CQ matrix [rows, cols] (layout: FORMAT.md "CQ blob"). Model-agnostic:
 // the caller fills it from whatever container holds the bytes.
+// The layout of a matrix's optional 16-row tiles (cq_int8.h).
+enum class CqTileLayout : uint8_t { kNone, kByteColumns, kRowDwords };
+
 struct CqMatrix {
   size_t rows = 0, cols = 0;
   size_t group = 0;                // power of two
@@ -21,8 +24,10 @@ struct CqMatrix {
   const uint8_t* codes = nullptr;  // [rows, row_bytes], LSB-first bit stream per row
   const uint8_t* norms = nullptr;  // [rows, groups_per_row] f16 little-endian, maybe unaligned
   // Optional second copy of codes and norms in 16-row tiles (cq_int8.h, MakeCqTiles) for tables
-  // whose integer product reads it (KernelTable::cq_i8_tiles); codes and norms stay valid.
+  // whose integer product reads it (KernelTable::cq_i8_tiles), in the layout tile_layout (a
+  // product reads only tiles of its own layout); codes and norms stay valid.
   const uint8_t* tiles = nullptr;
+  CqTileLayout tile_layout = CqTileLayout::kNone;
   // Level of each raw code value (2^code_bits entries used). For ternary the crumb -> level map
   // is folded in here (crumb 3 -> -c, 0 -> 0, 1 -> +c, 2 unused = 0).
   float levels[16] = {};

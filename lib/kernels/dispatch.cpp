@@ -43,7 +43,8 @@ const KernelTable& Avx512Table() {
                         &SinkhornAvx512,
                         &DotI8RowsAvx512Vnni,
                         &MacPeakAvx512Vnni,
-                        /*cq_i8_tiles=*/false,
+                        /*cq_i8_tiles=*/GetCpuFeatures().avx512vbmi ? CqTileLayout::kRowDwords
+                                                                    : CqTileLayout::kNone,
                         /*attend_split_heads=*/false}
           : KernelTable{"avx512",
                         &CqGemmAvx512,
@@ -57,7 +58,7 @@ const KernelTable& Avx512Table() {
                         &SinkhornAvx512,
                         &DotI8RowsVia<DotI8Avx512>,
                         &MacPeakAvx512,
-                        /*cq_i8_tiles=*/false,
+                        /*cq_i8_tiles=*/CqTileLayout::kNone,
                         /*attend_split_heads=*/false};
   return table;
 }
@@ -84,11 +85,19 @@ const KernelTable kDotprod{"dotprod",
 #if defined(NEEDLE_WASM)
 // Activations in the wasm layout (I8LayoutPositionWasm); the f32 CQ product is the scalar
 // reference's.
-const KernelTable kSimd128{
-    "simd128",           &CqGemmReference,  &CqQuantizeI8Simd128,        &CqGemmI8Simd128,
-    &DotI8Simd128,       &ExpfArraySimd128, &LogfArraySimd128,           &QuantizeI8Simd128,
-    &AttendI8Simd128,    &SinkhornSimd128,  &DotI8RowsVia<DotI8Simd128>, &MacPeakSimd128,
-    /*cq_i8_tiles=*/true};
+const KernelTable kSimd128{"simd128",
+                           &CqGemmReference,
+                           &CqQuantizeI8Simd128,
+                           &CqGemmI8Simd128,
+                           &DotI8Simd128,
+                           &ExpfArraySimd128,
+                           &LogfArraySimd128,
+                           &QuantizeI8Simd128,
+                           &AttendI8Simd128,
+                           &SinkhornSimd128,
+                           &DotI8RowsVia<DotI8Simd128>,
+                           &MacPeakSimd128,
+                           /*cq_i8_tiles=*/CqTileLayout::kByteColumns};
 #endif
 
 // The table for an ISA level this CPU supports.

@@ -27,8 +27,9 @@ struct KernelTable {
   SinkhornFn sinkhorn = nullptr;      // the mHC's Sinkhorn (bit-exact with SinkhornReference)
   DotI8RowsFn dot_i8_rows = nullptr;  // int8 rows against one vector (the mHC's φ products)
   MacPeakFn mac_peak = nullptr;       // machine limit: the int8 product's peak (needle bench)
-  // cq_gemm_i8 reads CqMatrix::tiles when present (the official path then builds them).
-  bool cq_i8_tiles = false;
+  // The 16-row tile layout cq_gemm_i8 reads (CqMatrix::tiles of that layout) for 2-bit matrices;
+  // the official path then builds them once per model. kNone: it reads codes and norms only.
+  CqTileLayout cq_i8_tiles = CqTileLayout::kNone;
   // Whether one token's attention (a decode step) may split its kv heads among threads. False
   // where that measured slower than one thread doing all heads (AVX-512: each part keeps the
   // per-key score reductions of the whole, and the hand-off costs more than the V half saves).

@@ -15,7 +15,9 @@
 #include <cstring>
 #include <functional>
 #include <memory>
+#include <string>
 #include <unordered_map>
+#include <utility>
 
 #include "base/error.h"
 #include "base/pages.h"
@@ -66,13 +68,16 @@ struct PhiRows {
   I8Rows pre, post, res;
 };
 
-// The 16-row tiles (kernels/cq_int8.h) of the matrices the path projects, for kernel tables that
-// read them: one buffer, and each tiled matrix's twin (its view plus the tiles) by its address.
+// The 16-row tiles (kernels/cq_int8.h) of the matrices the path projects, in the layout of the
+// kernel table that reads them: one buffer, and each tiled matrix's twin (its view plus the tiles)
+// by its address. The table reads a tiled matrix's codes and norms no more, so their whole pages
+// leave the resident set once copied (a mapped file; touched again, they come back from the page
+// cache): the tiles replace them rather than add to them.
 struct TiledMatrices {
-  std::vector<uint8_t> bytes;
+  HugePageBuffer bytes;
   std::unordered_map<const kernels::CqMatrix*, kernels::CqMatrix> twins;
 
-  explicit TiledMatrices(const Weights& w) {
+  TiledMatrices(const Weights& w, kernels::CqTileLayout layout, const format::CactFile* file) {
     std::vector<const kernels::CqMatrix*> all{&w.embedding};
     for (const LayerWeights& l : w.layers)
       for (const auto* m : {&l.q_proj, &l.k_proj, &l.v_proj, &l.gate_proj, &l.out_proj})
@@ -80,21 +85,51 @@ struct TiledMatrices {
     for (const EngramWeights& e : w.engram) all.insert(all.end(), {&e.key_proj, &e.value_proj});
     size_t total = 0;
     for (const kernels::CqMatrix* m : all) total += kernels::CqTileBytes(*m);
-    bytes.resize(total);
+    bytes = HugePageBuffer(total);
     size_t at = 0;
     for (const kernels::CqMatrix* m : all) {
       const size_t n = kernels::CqTileBytes(*m);
       if (n == 0) continue;
-      kernels::MakeCqTiles(*m, bytes.data() + at);
+      kernels::MakeCqTiles(*m, layout, bytes.data() + at);
       kernels::CqMatrix twin = *m;
       twin.tiles = bytes.data() + at;
+      twin.tile_layout = layout;
       twins.emplace(m, twin);
       at += n;
     }
+    if (file) Evict(all, *file);
   }
   const kernels::CqMatrix& Of(const kernels::CqMatrix& m) const {
     const auto it = twins.find(&m);
     return it == twins.end() ? m : it->second;
+  }
+
+ private:
+  // Drops the tiled matrices' codes and norms from the resident set. Tensors lie next to each
+  // other in the file, so the byte ranges are merged first (a gap between two is dropped too
+  // unless an untiled matrix, still read per token, has bytes in it): evicting tensor by tensor
+  // kept every shared edge page, ~1 MB at the official geometry.
+  void Evict(const std::vector<const kernels::CqMatrix*>& all, const format::CactFile& file) const {
+    using Range = std::pair<const uint8_t*, const uint8_t*>;
+    std::vector<Range> drop, keep;
+    for (const kernels::CqMatrix* m : all) {
+      auto& to = twins.count(m) ? drop : keep;
+      to.emplace_back(m->codes, m->codes + m->rows * m->row_bytes);
+      to.emplace_back(m->norms, m->norms + m->rows * m->groups_per_row * 2);
+    }
+    std::sort(drop.begin(), drop.end());
+    auto kept_between = [&keep](const uint8_t* a, const uint8_t* b) {
+      return std::any_of(keep.begin(), keep.end(),
+                         [&](const Range& k) { return k.first < b && a < k.second; });
+    };
+    std::vector<Range> merged;
+    for (const Range& r : drop) {
+      if (!merged.empty() && !kept_between(merged.back().second, r.first))
+        merged.back().second = std::max(merged.back().second, r.second);
+      else
+        merged.push_back(r);
+    }
+    for (const Range& r : merged) file.EvictBytes(r.first, static_cast<size_t>(r.second - r.first));
   }
 };
 
@@ -166,10 +201,16 @@ class OfficialNumerics final : public ForwardNumerics {
     };
     phi_ = ctx.derived ? ctx.derived->Get<PhiRows>("official.phi_i8", build)
                        : std::make_shared<const PhiRows>(build());
-    if (ctx.kernels->cq_i8_tiles) {
-      const std::function<TiledMatrices()> tile = [&w] { return TiledMatrices(w); };
-      tiled_ = ctx.derived ? ctx.derived->Get<TiledMatrices>("official.cq_tiles", tile)
-                           : std::make_shared<const TiledMatrices>(tile());
+    if (const kernels::CqTileLayout layout = ctx.kernels->cq_i8_tiles;
+        layout != kernels::CqTileLayout::kNone) {
+      const std::function<TiledMatrices()> tile = [&w, layout, file = ctx.file] {
+        return TiledMatrices(w, layout, file);
+      };
+      tiled_ =
+          ctx.derived
+              ? ctx.derived->Get<TiledMatrices>(
+                    std::string("official.cq_tiles.") + kernels::CqTileLayoutName(layout), tile)
+              : std::make_shared<const TiledMatrices>(tile());
     }
 
     const size_t B = ctx.max_batch, L = g.num_layers, kvd = g.kv_dim();

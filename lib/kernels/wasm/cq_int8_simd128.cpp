@@ -414,7 +414,8 @@ __attribute__((noinline)) void GemvLut(const CqMatrix& m, const I8Codebook& cb, 
   static thread_local v128_t tables[kLutGroups * kPairTables];  // 32 KB
   const size_t groups = m.groups_per_row;
   size_t lut_begin = row_begin;
-  if (m.tiles) lut_begin = std::min(row_end, (row_begin + kLutRows - 1) / kLutRows * kLutRows);
+  const bool tiled = m.tiles && m.tile_layout == CqTileLayout::kByteColumns;
+  if (tiled) lut_begin = std::min(row_end, (row_begin + kLutRows - 1) / kLutRows * kLutRows);
   const size_t lut_end = lut_begin + (row_end - lut_begin) / kLutRows * kLutRows;
   for (size_t g0 = 0; g0 < groups; g0 += kLutGroups) {
     const size_t g1 = std::min(groups, g0 + kLutGroups);
@@ -422,7 +423,7 @@ __attribute__((noinline)) void GemvLut(const CqMatrix& m, const I8Codebook& cb, 
       BuildPairTables(cb, acts.q + g * kI8Group, tables + (g - g0) * kPairTables);
     for (size_t r0 = lut_begin; r0 < lut_end; r0 += kLutRows) {
       float* yr = y + (r0 - row_begin);
-      if (m.tiles)
+      if (tiled)
         LutTile(TileSource{m.tiles + r0 / kLutRows * groups * kCqTileBlockBytes}, cb.scale,
                 acts.scales, tables, g0, g1, yr);
       else
@@ -553,7 +554,7 @@ void CqGemmI8Simd128(const CqMatrix& m, const I8Codebook& cb, const I8Acts& acts
   }
   // With tiles, one table-lookup pass per token beats unpacking each group once for all tokens
   // (about 25 operations per row, group and token against 70).
-  if (m.code_bits == 2 && m.tiles) {
+  if (m.code_bits == 2 && m.tiles && m.tile_layout == CqTileLayout::kByteColumns) {
     const size_t groups = m.groups_per_row;
     for (size_t t = 0; t < acts.n; ++t) {
       const I8Acts one{acts.q + t * acts.in_pad, acts.scales + t * groups, 1, acts.in_pad};
