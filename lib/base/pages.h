@@ -56,14 +56,17 @@ inline size_t ResidentBytes(const void* begin, size_t bytes) {
 #endif
 }
 
-// A zeroed buffer for large data read in full by every decoded token (the weights' tiles): on
-// Linux it starts on a 2 MiB boundary and asks for transparent huge pages (MADV_HUGEPAGE, honoured
-// when THP is "madvise" or "always"), so streaming it costs a few TLB entries instead of one per
-// 4 KiB page (~18% faster 2-bit products measured on a 10 MB stream). Elsewhere: plain memory.
+// A buffer (zeroed unless asked not to) for large data read in full by every decoded token (the
+// weights' tiles): on Linux it starts on a 2 MiB boundary and asks for transparent huge pages
+// (MADV_HUGEPAGE, honoured when THP is "madvise" or "always"), so streaming it costs a few TLB
+// entries instead of one per 4 KiB page (~18% faster 2-bit products measured on a 10 MB stream).
+// Elsewhere: plain memory.
 class HugePageBuffer {
  public:
   HugePageBuffer() = default;
-  explicit HugePageBuffer(size_t bytes) : size_(bytes) {
+  // zeroed = false: the contents start unspecified and untouched pages stay out of the resident
+  // set until written (a whole huge page at a time).
+  explicit HugePageBuffer(size_t bytes, bool zeroed = true) : size_(bytes) {
     if (bytes == 0) return;
 #if defined(__linux__)
     constexpr size_t kHuge = size_t{2} << 20;
@@ -80,7 +83,7 @@ class HugePageBuffer {
     data_ = static_cast<uint8_t*>(std::malloc(bytes));
     if (data_ == nullptr) throw std::bad_alloc();
 #endif
-    std::fill(data_, data_ + bytes, uint8_t{0});
+    if (zeroed) std::fill(data_, data_ + bytes, uint8_t{0});
   }
   ~HugePageBuffer() { std::free(data_); }
   HugePageBuffer(HugePageBuffer&& o) noexcept : data_(o.data_), size_(o.size_) {

@@ -534,7 +534,7 @@ inline __m512 PairStep(const Unpacker<kBits>& unpack, const uint8_t* codes, size
 }
 
 // Tiles ahead whose code bytes and norms a single-token tile prefetches.
-constexpr size_t kPrefetchTiles = 4;
+constexpr size_t kPrefetchTiles = 2;
 
 // A mask of the first `words` (<= 32) 16-bit lanes.
 inline __mmask32 WordMask(size_t words) {
