@@ -85,7 +85,7 @@ struct TiledMatrices {
     for (const EngramWeights& e : w.engram) all.insert(all.end(), {&e.key_proj, &e.value_proj});
     size_t total = 0;
     for (const kernels::CqMatrix* m : all) total += kernels::CqTileBytes(*m);
-    bytes = HugePageBuffer(total);
+    bytes = HugePageBuffer(total, /*zeroed=*/false);  // every byte is written below
     size_t at = 0;
     for (const kernels::CqMatrix* m : all) {
       const size_t n = kernels::CqTileBytes(*m);
@@ -96,8 +96,12 @@ struct TiledMatrices {
       twin.tile_layout = layout;
       twins.emplace(m, twin);
       at += n;
+      if (file) {  // at once (the whole pages inside each range): the copies never add up
+        file->EvictBytes(m->codes, m->rows * m->row_bytes);
+        file->EvictBytes(m->norms, m->rows * m->groups_per_row * 2);
+      }
     }
-    if (file) Evict(all, *file);
+    if (file) Evict(all, *file);  // then the edge pages the matrices share
   }
   const kernels::CqMatrix& Of(const kernels::CqMatrix& m) const {
     const auto it = twins.find(&m);
