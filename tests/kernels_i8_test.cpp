@@ -406,34 +406,44 @@ size_t TileByteAt(k::CqTileLayout layout, size_t k, size_t p) {
 TEST_CASE("16-row tiles hold each code byte and norm where cq_int8.h says", "[kernels][i8]") {
   std::mt19937 rng(41);
   const TestMatrix t = MakeMatrix(32, 300, 2, false, &rng);
-  const size_t bytes = k::CqTileBytes(t.m);
-  REQUIRE(bytes == 2 * t.m.groups_per_row * 576);  // 2 tiles x 3 groups x (512 + 64)
   for (const k::CqTileLayout layout :
        {k::CqTileLayout::kByteColumns, k::CqTileLayout::kRowDwords}) {
     INFO(k::CqTileLayoutName(layout));
+    const bool f16 = layout == k::CqTileLayout::kRowDwords;  // norms as the file's f16, else f32
+    const size_t block_bytes = f16 ? 544 : 576;              // 512 code bytes + 16 norms
+    const size_t bytes = k::CqTileBytes(t.m, layout);
+    REQUIRE(bytes == 2 * t.m.groups_per_row * block_bytes);  // 2 tiles x 3 groups
     std::vector<uint8_t> tiles(bytes, 0xa5);
     k::MakeCqTiles(t.m, layout, tiles.data());
     size_t wrong = 0;
     for (size_t r = 0; r < t.m.rows; ++r)
       for (size_t g = 0; g < t.m.groups_per_row; ++g) {
-        const uint8_t* block = tiles.data() + (r / 16 * t.m.groups_per_row + g) * 576;
+        const uint8_t* block = tiles.data() + (r / 16 * t.m.groups_per_row + g) * block_bytes;
         for (size_t byte = 0; byte < 32; ++byte)
           wrong +=
               block[TileByteAt(layout, byte, r % 16)] != t.codes[r * t.m.row_bytes + 32 * g + byte];
-        uint32_t stored, want;  // the f32 bits
-        std::memcpy(&stored, block + 512 + 4 * (r % 16), 4);
         const size_t at = 2 * (r * t.m.groups_per_row + g);
-        const float norm =
-            needle::F16ToF32(static_cast<uint16_t>(t.norms[at] | t.norms[at + 1] << 8));
-        std::memcpy(&want, &norm, 4);
+        const auto half = static_cast<uint16_t>(t.norms[at] | t.norms[at + 1] << 8);
+        uint32_t stored = 0, want = half;  // the f16 bits, or the f32 bits
+        if (f16) {
+          std::memcpy(&stored, block + 512 + 2 * (r % 16), 2);
+        } else {
+          std::memcpy(&stored, block + 512 + 4 * (r % 16), 4);
+          const float norm = needle::F16ToF32(half);
+          std::memcpy(&want, &norm, 4);
+        }
         wrong += stored != want;
       }
     CHECK(wrong == 0);
   }
   // Only 2-bit matrices of whole tiles are tiled.
-  CHECK(k::CqTileBytes(MakeMatrix(17, 300, 2, false, &rng).m) == 0);
-  CHECK(k::CqTileBytes(MakeMatrix(32, 300, 4, false, &rng).m) == 0);
-  CHECK(k::CqTileBytes(MakeMatrix(32, 300, 3, false, &rng).m) == 0);
+  for (const k::CqTileLayout layout :
+       {k::CqTileLayout::kByteColumns, k::CqTileLayout::kRowDwords}) {
+    CHECK(k::CqTileBytes(MakeMatrix(17, 300, 2, false, &rng).m, layout) == 0);
+    CHECK(k::CqTileBytes(MakeMatrix(32, 300, 4, false, &rng).m, layout) == 0);
+    CHECK(k::CqTileBytes(MakeMatrix(32, 300, 3, false, &rng).m, layout) == 0);
+  }
+  CHECK(k::CqTileBytes(t.m, k::CqTileLayout::kNone) == 0);
 }
 
 TEST_CASE("integer CQ gemm: matrices with 16-row tiles give the reference's bits",
@@ -448,7 +458,7 @@ TEST_CASE("integer CQ gemm: matrices with 16-row tiles give the reference's bits
       for (const k::CqTileLayout layout :
            {k::CqTileLayout::kByteColumns, k::CqTileLayout::kRowDwords}) {
         TestMatrix t = MakeMatrix(rows, cols, 2, ternary, &rng);
-        std::vector<uint8_t> tiles(k::CqTileBytes(t.m));
+        std::vector<uint8_t> tiles(k::CqTileBytes(t.m, layout));
         REQUIRE(!tiles.empty());
         k::MakeCqTiles(t.m, layout, tiles.data());
         TestMatrix tiled = t;
@@ -486,10 +496,11 @@ TEST_CASE("integer CQ gemm: matrices with 16-row tiles give the reference's bits
             for (float& value : x) value = gauss(rng);
             const auto before = RunGemm(v, tiled, x, n, cols, 0, rows);
             for (size_t g = 0; g < t.m.groups_per_row; ++g)
-              tiles[g * k::kCqTileBlockBytes + TileByteAt(layout, 7, 3)] ^= 0x55;  // row 3, byte 7
+              tiles[g * k::CqTileBlockBytes(layout) + TileByteAt(layout, 7, 3)] ^=
+                  0x55;  // row 3, byte 7
             const auto after = RunGemm(v, tiled, x, n, cols, 0, rows);
             for (size_t g = 0; g < t.m.groups_per_row; ++g)  // restored
-              tiles[g * k::kCqTileBlockBytes + TileByteAt(layout, 7, 3)] ^= 0x55;
+              tiles[g * k::CqTileBlockBytes(layout) + TileByteAt(layout, 7, 3)] ^= 0x55;
             size_t changed = 0, changed_elsewhere = 0;
             for (size_t i = 0; i < before.size(); ++i) {
               const bool differs = !SameBits({before[i]}, {after[i]});

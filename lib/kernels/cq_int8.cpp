@@ -97,9 +97,10 @@ void CqGemmI8Reference(const CqMatrix& m, const I8Codebook& cb, const I8Acts& ac
   }
 }
 
-size_t CqTileBytes(const CqMatrix& m) {
+size_t CqTileBytes(const CqMatrix& m, CqTileLayout layout) {
   if (m.code_bits != 2 || m.group != kI8Group || m.rows == 0 || m.rows % kCqTileRows != 0) return 0;
-  return m.rows / kCqTileRows * m.groups_per_row * kCqTileBlockBytes;
+  if (layout == CqTileLayout::kNone) return 0;
+  return m.rows / kCqTileRows * m.groups_per_row * CqTileBlockBytes(layout);
 }
 
 void MakeCqTiles(const CqMatrix& m, CqTileLayout layout, uint8_t* out) {
@@ -111,13 +112,19 @@ void MakeCqTiles(const CqMatrix& m, CqTileLayout layout, uint8_t* out) {
   };
   for (size_t t = 0; t < m.rows / kCqTileRows; ++t)
     for (size_t g = 0; g < groups; ++g) {
-      uint8_t* block = out + (t * groups + g) * kCqTileBlockBytes;
+      uint8_t* block = out + (t * groups + g) * CqTileBlockBytes(layout);
       for (size_t p = 0; p < kCqTileRows; ++p) {
         const size_t r = t * kCqTileRows + p;
         const uint8_t* codes = m.codes + r * m.row_bytes + g * code_bytes;
         for (size_t k = 0; k < code_bytes; ++k) block[at(k, p)] = codes[k];
-        const float norm = F16ToF32(LoadLE<uint16_t>(m.norms + (r * groups + g) * 2));
-        std::memcpy(block + code_bytes * kCqTileRows + p * sizeof(float), &norm, sizeof(float));
+        const uint8_t* norm = m.norms + (r * groups + g) * 2;  // f16, little-endian
+        uint8_t* norms = block + code_bytes * kCqTileRows;
+        if (layout == CqTileLayout::kRowDwords) {
+          std::memcpy(norms + 2 * p, norm, 2);
+        } else {
+          const float f = F16ToF32(LoadLE<uint16_t>(norm));
+          std::memcpy(norms + p * sizeof(float), &f, sizeof(float));
+        }
       }
     }
 }

@@ -652,11 +652,11 @@ void GemvRowDwords(const Unpacker<2>& unpack, const GemmArgs& a, size_t row_end)
       offset[g - g0] = 128 * _mm512_reduce_add_epi32(sum);
     }
     for (size_t r0 = a.row_begin; r0 < row_end; r0 += kCqTileRows) {
-      const uint8_t* tile = m.tiles + r0 / kCqTileRows * groups * kCqTileBlockBytes;
+      const uint8_t* tile = m.tiles + r0 / kCqTileRows * groups * kCqRowDwordBlockBytes;
       float* const yr = a.y + (r0 - a.row_begin);
       __m512 acc = g0 > 0 ? _mm512_loadu_ps(yr) : _mm512_setzero_ps();
       for (size_t g = g0; g < g1; ++g) {
-        const uint8_t* block = tile + g * kCqTileBlockBytes;
+        const uint8_t* block = tile + g * kCqRowDwordBlockBytes;
         const int8_t* q = acts.q + g * kI8Group;
         __m512i s[4];
         for (__m512i& v : s) v = _mm512_setzero_si512();
@@ -673,7 +673,8 @@ void GemvRowDwords(const Unpacker<2>& unpack, const GemmArgs& a, size_t row_end)
         const __m512i dots = _mm512_sub_epi32(
             _mm512_add_epi32(_mm512_add_epi32(s[0], s[1]), _mm512_add_epi32(s[2], s[3])),
             _mm512_set1_epi32(offset[g - g0]));
-        const __m512 norm = _mm512_loadu_ps(block + 2 * kI8Group / 8 * kCqTileRows);
+        const __m512 norm = _mm512_cvtph_ps(_mm256_loadu_si256(
+            reinterpret_cast<const __m256i*>(block + 2 * kI8Group / 8 * kCqTileRows)));
         const __m512 scale = _mm512_set1_ps(acts.scales[g]);
         acc = _mm512_add_ps(
             _mm512_mul_ps(norm, _mm512_mul_ps(cb, _mm512_mul_ps(scale, _mm512_cvtepi32_ps(dots)))),
@@ -785,7 +786,7 @@ void LaneTile(const Unpacker<kBits>& unpack, const GemmArgs& a, const LaneActs& 
   const uint8_t* tile = nullptr;
   constexpr size_t kHalves = kRowDwords ? 2 : 1;
   if constexpr (kRowDwords) {
-    tile = m.tiles + r0 / kCqTileRows * m.groups_per_row * kCqTileBlockBytes;
+    tile = m.tiles + r0 / kCqTileRows * m.groups_per_row * kCqRowDwordBlockBytes;
   } else {
     for (size_t r = 0; r < R; ++r) {
       const size_t row = r0 + std::min(r, rows - 1);
@@ -821,7 +822,7 @@ void LaneTile(const Unpacker<kBits>& unpack, const GemmArgs& a, const LaneActs& 
   alignas(64) uint8_t wbuf[2][kBufBytes];
   auto unpack_group = [&](size_t g, uint8_t* dst) {
     if constexpr (kRowDwords) {
-      const uint8_t* block = tile + g * kCqTileBlockBytes;
+      const uint8_t* block = tile + g * kCqRowDwordBlockBytes;
       for (size_t d = 0; d < 8; ++d) {
         __m512i w[4];
         unpack.Crumbs(_mm512_loadu_si512(block + 64 * d), w[0], w[1], w[2], w[3]);
@@ -845,10 +846,12 @@ void LaneTile(const Unpacker<kBits>& unpack, const GemmArgs& a, const LaneActs& 
       alignas(64) float norm[R];
       for (size_t r = 0; r < R; ++r) {
         if constexpr (kRowDwords) {
-          std::memcpy(
-              &norm[r],
-              tile + g * kCqTileBlockBytes + 2 * kI8Group / 8 * kCqTileRows + 4 * (tile_row + r),
-              4);
+          uint16_t bits;
+          std::memcpy(&bits,
+                      tile + g * kCqRowDwordBlockBytes + 2 * kI8Group / 8 * kCqTileRows +
+                          2 * (tile_row + r),
+                      2);
+          norm[r] = _cvtsh_ss(bits);
         } else {
           uint16_t bits;
           std::memcpy(&bits, norms[r] + 2 * g, 2);

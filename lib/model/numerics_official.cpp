@@ -84,11 +84,11 @@ struct TiledMatrices {
         all.push_back(m);
     for (const EngramWeights& e : w.engram) all.insert(all.end(), {&e.key_proj, &e.value_proj});
     size_t total = 0;
-    for (const kernels::CqMatrix* m : all) total += kernels::CqTileBytes(*m);
+    for (const kernels::CqMatrix* m : all) total += kernels::CqTileBytes(*m, layout);
     bytes = HugePageBuffer(total, /*zeroed=*/false);  // every byte is written below
     size_t at = 0;
     for (const kernels::CqMatrix* m : all) {
-      const size_t n = kernels::CqTileBytes(*m);
+      const size_t n = kernels::CqTileBytes(*m, layout);
       if (n == 0) continue;
       kernels::MakeCqTiles(*m, layout, bytes.data() + at);
       kernels::CqMatrix twin = *m;
