@@ -106,20 +106,22 @@ size_t CqTileBytes(const CqMatrix& m, CqTileLayout layout) {
 void MakeCqTiles(const CqMatrix& m, CqTileLayout layout, uint8_t* out) {
   const size_t groups = m.groups_per_row;
   const size_t code_bytes = 2 * kI8Group / 8;  // one row's codes of one group
-  // Where code byte k of tile row p goes inside a block.
-  const auto at = [layout](size_t k, size_t p) {
-    return layout == CqTileLayout::kRowDwords ? (k / 4) * 64 + 4 * p + k % 4 : k * kCqTileRows + p;
-  };
+  const bool dwords = layout == CqTileLayout::kRowDwords;
   for (size_t t = 0; t < m.rows / kCqTileRows; ++t)
     for (size_t g = 0; g < groups; ++g) {
       uint8_t* block = out + (t * groups + g) * CqTileBlockBytes(layout);
       for (size_t p = 0; p < kCqTileRows; ++p) {
         const size_t r = t * kCqTileRows + p;
         const uint8_t* codes = m.codes + r * m.row_bytes + g * code_bytes;
-        for (size_t k = 0; k < code_bytes; ++k) block[at(k, p)] = codes[k];
+        if (dwords) {  // code dword d of row p -> dword p of vector d (a model's worth: ~1 ms)
+          for (size_t d = 0; d < code_bytes / 4; ++d)
+            std::memcpy(block + d * 64 + 4 * p, codes + 4 * d, 4);
+        } else {  // code byte k of row p -> byte p of vector k
+          for (size_t k = 0; k < code_bytes; ++k) block[k * kCqTileRows + p] = codes[k];
+        }
         const uint8_t* norm = m.norms + (r * groups + g) * 2;  // f16, little-endian
         uint8_t* norms = block + code_bytes * kCqTileRows;
-        if (layout == CqTileLayout::kRowDwords) {
+        if (dwords) {
           std::memcpy(norms + 2 * p, norm, 2);
         } else {
           const float f = F16ToF32(LoadLE<uint16_t>(norm));

@@ -224,9 +224,8 @@ class OfficialNumerics final : public ForwardNumerics {
     mhc_scale_.resize(B);
     // Not zeroed: a slot is always written before it is read, and untouched pages of the ring
     // cost neither time nor resident memory.
-    kv_ = HugePageBuffer(2 * L * ctx.capacity * kvd, /*zeroed=*/false);
-    kq_ = reinterpret_cast<int8_t*>(kv_.data());
-    vq_ = kq_ + L * ctx.capacity * kvd;
+    kq_.reset(new int8_t[L * ctx.capacity * kvd]);
+    vq_.reset(new int8_t[L * ctx.capacity * kvd]);
     k_scale_.reset(new float[L * ctx.capacity * (kvd / kKvBlock)]);
     v_scale_.reset(new float[L * ctx.capacity * (kvd / kKvBlock)]);
     qq_.resize(B * g.attn_dim());
@@ -539,9 +538,7 @@ class OfficialNumerics final : public ForwardNumerics {
   std::vector<float> scores_;      // [tasks, capacity, num_heads] per attention task
   std::vector<uint32_t> visible_;  // [B, capacity] slots each token attends to, in order
   // The KV ring: [layers, capacity, kv_dim] int8 and [layers, capacity, kv_dim / 64] scales.
-  HugePageBuffer kv_;     // the K ring, then the V ring (huge pages: every layer's rows are read)
-  int8_t* kq_ = nullptr;  // [layers, capacity, kv_dim]
-  int8_t* vq_ = nullptr;
+  std::unique_ptr<int8_t[]> kq_, vq_;
   std::unique_ptr<float[]> k_scale_, v_scale_;
 };
 
