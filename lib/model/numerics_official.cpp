@@ -68,40 +68,59 @@ struct PhiRows {
   I8Rows pre, post, res;
 };
 
-// The 16-row tiles (kernels/cq_int8.h) of the matrices the path projects, in the layout of the
-// kernel table that reads them: one buffer, and each tiled matrix's twin (its view plus the tiles)
-// by its address. The table reads a tiled matrix's codes and norms no more, so their whole pages
-// leave the resident set once copied (a mapped file; touched again, they come back from the page
-// cache): the tiles replace them rather than add to them.
+// The matrices the path projects per token (the layers' and the engram's; not the embedding, whose
+// rows are also looked up one by one from the file), copied once per model onto transparent huge
+// pages: a token streams them all, and through the file's 4 KiB pages it paid a TLB miss per page.
+// 2-bit matrices of whole tiles go as 16-row tiles (kernels/cq_int8.h) when the kernel table reads
+// a tile layout, the others as they are in the file (codes, then f16 norms); one buffer, and each
+// matrix's twin (its view on the copy) by its address. The products read the twins only, so the
+// file's pages of the copied bytes leave the resident set (a mapped file; touched again, they come
+// back from the page cache): the copies replace them rather than add to them.
 struct TiledMatrices {
   HugePageBuffer bytes;
   std::unordered_map<const kernels::CqMatrix*, kernels::CqMatrix> twins;
 
   TiledMatrices(const Weights& w, kernels::CqTileLayout layout, const format::CactFile* file) {
-    std::vector<const kernels::CqMatrix*> all{&w.embedding};
+    std::vector<const kernels::CqMatrix*> all;
     for (const LayerWeights& l : w.layers)
       for (const auto* m : {&l.q_proj, &l.k_proj, &l.v_proj, &l.gate_proj, &l.out_proj})
         all.push_back(m);
     for (const EngramWeights& e : w.engram) all.insert(all.end(), {&e.key_proj, &e.value_proj});
+    constexpr size_t kAlign = 64;
+    const auto align = [](size_t n) { return (n + kAlign - 1) / kAlign * kAlign; };
+    const auto code_bytes = [](const kernels::CqMatrix& m) { return m.rows * m.row_bytes; };
+    const auto norm_bytes = [](const kernels::CqMatrix& m) {
+      return m.rows * m.groups_per_row * 2;
+    };
+    const auto copy_bytes = [&](const kernels::CqMatrix& m) {
+      const size_t tiles = kernels::CqTileBytes(m, layout);
+      return tiles ? align(tiles) : align(code_bytes(m)) + align(norm_bytes(m));
+    };
     size_t total = 0;
-    for (const kernels::CqMatrix* m : all) total += kernels::CqTileBytes(*m, layout);
-    bytes = HugePageBuffer(total, /*zeroed=*/false);  // every byte is written below
+    for (const kernels::CqMatrix* m : all) total += copy_bytes(*m);
+    bytes = HugePageBuffer(total, /*zeroed=*/false);  // every byte read is written below
     size_t at = 0;
     for (const kernels::CqMatrix* m : all) {
-      const size_t n = kernels::CqTileBytes(*m, layout);
-      if (n == 0) continue;
-      kernels::MakeCqTiles(*m, layout, bytes.data() + at);
       kernels::CqMatrix twin = *m;
-      twin.tiles = bytes.data() + at;
-      twin.tile_layout = layout;
+      uint8_t* dst = bytes.data() + at;
+      if (kernels::CqTileBytes(*m, layout) > 0) {
+        kernels::MakeCqTiles(*m, layout, dst);
+        twin.tiles = dst;
+        twin.tile_layout = layout;
+      } else {
+        std::memcpy(dst, m->codes, code_bytes(*m));
+        std::memcpy(dst + align(code_bytes(*m)), m->norms, norm_bytes(*m));
+        twin.codes = dst;
+        twin.norms = dst + align(code_bytes(*m));
+      }
       twins.emplace(m, twin);
-      at += n;
+      at += copy_bytes(*m);
       if (file) {  // at once (the whole pages inside each range): the copies never add up
-        file->EvictBytes(m->codes, m->rows * m->row_bytes);
-        file->EvictBytes(m->norms, m->rows * m->groups_per_row * 2);
+        file->EvictBytes(m->codes, code_bytes(*m));
+        file->EvictBytes(m->norms, norm_bytes(*m));
       }
     }
-    if (file) Evict(all, *file);  // then the edge pages the matrices share
+    if (file) Evict(all, w.embedding, *file);  // then the edge pages the matrices share
   }
   const kernels::CqMatrix& Of(const kernels::CqMatrix& m) const {
     const auto it = twins.find(&m);
@@ -109,17 +128,20 @@ struct TiledMatrices {
   }
 
  private:
-  // Drops the tiled matrices' codes and norms from the resident set. Tensors lie next to each
+  // Drops the copied matrices' codes and norms from the resident set. Tensors lie next to each
   // other in the file, so the byte ranges are merged first (a gap between two is dropped too
-  // unless an untiled matrix, still read per token, has bytes in it): evicting tensor by tensor
-  // kept every shared edge page, ~1 MB at the official geometry.
-  void Evict(const std::vector<const kernels::CqMatrix*>& all, const format::CactFile& file) const {
+  // unless the embedding, still read per token, has bytes in it): evicting tensor by tensor kept
+  // every shared edge page.
+  static void Evict(const std::vector<const kernels::CqMatrix*>& all,
+                    const kernels::CqMatrix& embedding, const format::CactFile& file) {
     using Range = std::pair<const uint8_t*, const uint8_t*>;
-    std::vector<Range> drop, keep;
+    std::vector<Range> drop;
+    const std::vector<Range> keep{
+        {embedding.codes, embedding.codes + embedding.rows * embedding.row_bytes},
+        {embedding.norms, embedding.norms + embedding.rows * embedding.groups_per_row * 2}};
     for (const kernels::CqMatrix* m : all) {
-      auto& to = twins.count(m) ? drop : keep;
-      to.emplace_back(m->codes, m->codes + m->rows * m->row_bytes);
-      to.emplace_back(m->norms, m->norms + m->rows * m->groups_per_row * 2);
+      drop.emplace_back(m->codes, m->codes + m->rows * m->row_bytes);
+      drop.emplace_back(m->norms, m->norms + m->rows * m->groups_per_row * 2);
     }
     std::sort(drop.begin(), drop.end());
     auto kept_between = [&keep](const uint8_t* a, const uint8_t* b) {
@@ -205,16 +227,15 @@ class OfficialNumerics final : public ForwardNumerics {
     };
     phi_ = ctx.derived ? ctx.derived->Get<PhiRows>("official.phi_i8", build)
                        : std::make_shared<const PhiRows>(build());
-    if (const kernels::CqTileLayout layout = ctx.kernels->cq_i8_tiles;
-        layout != kernels::CqTileLayout::kNone) {
+    {
+      const kernels::CqTileLayout layout = ctx.kernels->cq_i8_tiles;
       const std::function<TiledMatrices()> tile = [&w, layout, file = ctx.file] {
         return TiledMatrices(w, layout, file);
       };
-      tiled_ =
-          ctx.derived
-              ? ctx.derived->Get<TiledMatrices>(
-                    std::string("official.cq_tiles.") + kernels::CqTileLayoutName(layout), tile)
-              : std::make_shared<const TiledMatrices>(tile());
+      tiled_ = ctx.derived
+                   ? ctx.derived->Get<TiledMatrices>(
+                         std::string("official.weights.") + kernels::CqTileLayoutName(layout), tile)
+                   : std::make_shared<const TiledMatrices>(tile());
     }
 
     const size_t B = ctx.max_batch, L = g.num_layers, kvd = g.kv_dim();
@@ -527,7 +548,7 @@ class OfficialNumerics final : public ForwardNumerics {
 
   NumericsContext ctx_;
   std::shared_ptr<const PhiRows> phi_;          // shared by the model's decoders (DerivedData)
-  std::shared_ptr<const TiledMatrices> tiled_;  // when the kernels read tiles (DerivedData)
+  std::shared_ptr<const TiledMatrices> tiled_;  // the projected matrices' copies (DerivedData)
   // Scratch for max_batch tokens (B).
   std::vector<int8_t> act_q_;      // [B, max in_pad] quantized activations (kernel layout)
   std::vector<float> act_scale_;   // [B, max in_pad / 128]
