@@ -132,8 +132,9 @@ class Unpacker {
     }
   }
 
-  // VBMI, 2-bit: the weights of crumb j = 0..3 of every byte of c (each byte's crumbs need no
-  // shift or mask but the last, the 64-entry tables read the index bits they need).
+  // 2-bit: the weights of crumb j = 0..3 of every byte of c. VBMI: each byte's crumbs need no
+  // shift or mask but the last (the 64-entry tables read the index bits they need); otherwise
+  // each crumb is shifted to the bottom of its byte, masked and looked up in-lane.
   void Crumbs(__m512i c, __m512i& w0, __m512i& w1, __m512i& w2, __m512i& w3) const {
 #if defined(__AVX512VBMI__)
     w0 = _mm512_permutexvar_epi8(c, table64_);
@@ -141,7 +142,11 @@ class Unpacker {
     w2 = _mm512_permutexvar_epi8(c, crumb_table_[1]);
     w3 = _mm512_permutexvar_epi8(_mm512_srli_epi16(c, 2), crumb_table_[1]);
 #else
-    w0 = w1 = w2 = w3 = c;  // not used without VBMI
+    const __m512i mask = _mm512_set1_epi8(3);
+    w0 = _mm512_shuffle_epi8(table_, _mm512_and_si512(c, mask));
+    w1 = _mm512_shuffle_epi8(table_, _mm512_and_si512(_mm512_srli_epi16(c, 2), mask));
+    w2 = _mm512_shuffle_epi8(table_, _mm512_and_si512(_mm512_srli_epi16(c, 4), mask));
+    w3 = _mm512_shuffle_epi8(table_, _mm512_and_si512(_mm512_srli_epi16(c, 6), mask));
 #endif
   }
 
@@ -619,8 +624,8 @@ void GemvPairs(const Unpacker<kBits>& unpack, const GemmArgs& a, size_t row_end)
   }
 }
 
-#if defined(__AVX512VBMI__)
-// ---- One token from row-dword tiles (CqTileLayout::kRowDwords, VNNI + VBMI): rows in lanes ----
+#if defined(__AVX512VNNI__)
+// ---- One token from row-dword tiles (CqTileLayout::kRowDwords, VNNI): rows in lanes ----
 //
 // Lane p of every vector is row p of a 16-row tile. Vector d of a (tile, group) block holds each
 // row's code bytes 4d..4d+3; crumb c of it, looked up (Unpacker::Crumbs), is the 16 rows' weights
@@ -771,7 +776,7 @@ template <size_t kTiles, size_t kRowStride, size_t kQuadStride>
 // Rows [r0, r0 + rows) (rows <= kLaneRows; missing rows repeat the last one and are not stored)
 // against kTiles token tiles from t0 (`tokens` of them real), groups [g0, g1) of the chains
 // (resumed from y when g0 > 0).
-// kRowDwords (VBMI, 2-bit): the weights come from m's row-dword tiles, and the tile is a whole
+// kRowDwords (VNNI, 2-bit): the weights come from m's row-dword tiles, and the tile is a whole
 // 16-row tile of them (r0 a multiple of 16, rows == 8: each half's count) run as two halves of
 // kLaneRows rows: each group's 16 rows are looked up at once (GemvRowDwords' crumbs) into a
 // buffer [quad i][tile row] of weight dwords, which both halves read.
@@ -779,7 +784,7 @@ template <uint32_t kBits, size_t kTiles, bool kRowDwords = false>
 void LaneTile(const Unpacker<kBits>& unpack, const GemmArgs& a, const LaneActs& la, size_t t0,
               size_t tokens, size_t g0, size_t g1, size_t r0, size_t rows) {
   constexpr size_t R = kLaneRows;
-  static_assert(!kRowDwords || (kBits == 2 && kVbmi));
+  static_assert(!kRowDwords || (kBits == 2 && kVnni));
   const CqMatrix& m = *a.m;
   const uint8_t* codes[R];
   const uint8_t* norms[R];
@@ -880,7 +885,7 @@ void GemmLanes(const Unpacker<kBits>& unpack, const GemmArgs& a, size_t row_end)
     for (size_t g0 = 0; g0 < groups; g0 += kLaneGroupBlock) {
       const size_t g1 = std::min(groups, g0 + kLaneGroupBlock);
       StageLanes(acts, groups, t0, tokens, g0, g1, &la);
-#if defined(__AVX512VBMI__)
+#if defined(__AVX512VNNI__)
       if constexpr (kBits == 2) {
         if (RowDwordTiles(*a.m, a.row_begin, row_end)) {  // whole 16-row tiles
           for (size_t r0 = a.row_begin; r0 < row_end; r0 += kCqTileRows) {
@@ -946,7 +951,7 @@ void GemmBits(const CqMatrix& m, const I8Codebook& cb, const I8Acts& acts, size_
 #if defined(__AVX512VNNI__)
   if (acts.n > 1) return GemmVnni<kBits>(unpack, m, cb, acts, row_begin, row_end, y, ldy);
 #endif
-#if defined(__AVX512VBMI__)
+#if defined(__AVX512VNNI__)
   if constexpr (kBits == 2) {
     if (acts.n == 1 && RowDwordTiles(m, row_begin, row_end))
       return GemvRowDwords(unpack, GemmArgs{&m, &acts, cb.scale, row_begin, y, ldy}, row_end);

@@ -43,8 +43,7 @@ const KernelTable& Avx512Table() {
                         &SinkhornAvx512,
                         &DotI8RowsAvx512Vnni,
                         &MacPeakAvx512Vnni,
-                        /*cq_i8_tiles=*/GetCpuFeatures().avx512vbmi ? CqTileLayout::kRowDwords
-                                                                    : CqTileLayout::kNone,
+                        /*cq_i8_tiles=*/CqTileLayout::kRowDwords,
                         /*attend_split_heads=*/false}
           : KernelTable{"avx512",
                         &CqGemmAvx512,
