@@ -14,13 +14,27 @@ if [ "${NEEDLE_LINT_REQUIRE_AARCH64:-0}" = 1 ] && [ ! -f build-aarch64/compile_c
   echo "lint: no build-aarch64/compile_commands.json (the aarch64 job configures it)"
   exit 1
 fi
+# tidy_db BUILD: BUILD/tidy/compile_commands.json, BUILD's without the precompiled-header flags
+# (cmake/pch.cmake): clang-tidy cannot read GCC's .gch, and each file includes its headers itself.
+tidy_db() {
+  mkdir -p "$1/tidy"
+  python3 - "$1/compile_commands.json" "$1/tidy/compile_commands.json" <<'PY'
+import json, re, sys
+entries = json.load(open(sys.argv[1]))
+for e in entries:
+    e["command"] = re.sub(r" -Winvalid-pch| -include \S*cmake_pch\.hxx", "", e["command"])
+json.dump(entries, open(sys.argv[2], "w"), indent=1)
+PY
+}
+tidy_db build
+[ ! -f build-aarch64/compile_commands.json ] || tidy_db build-aarch64
 tidy=()
 other=()
 while IFS= read -r f; do
   if grep -qF "\"file\": \"$PWD/$f\"" build/compile_commands.json; then tidy+=("$f"); else other+=("$f"); fi
 done < <(git ls-files 'lib/*.cpp' 'apps/*.cpp')
 echo "lint: clang-tidy on ${#tidy[@]} files"
-printf '%s\n' "${tidy[@]}" | xargs -P "$(nproc)" -n 4 clang-tidy -p build --quiet 2>/dev/null
+printf '%s\n' "${tidy[@]}" | xargs -P "$(nproc)" -n 4 clang-tidy -p build/tidy --quiet 2>/dev/null
 arm=()
 untidied=()
 for f in "${other[@]}"; do
@@ -33,7 +47,7 @@ for f in "${other[@]}"; do
 done
 if [ ${#arm[@]} -gt 0 ]; then
   echo "lint: clang-tidy on ${#arm[@]} files of the aarch64 build"
-  printf '%s\n' "${arm[@]}" | xargs -P "$(nproc)" -n 4 clang-tidy -p build-aarch64 --quiet 2>/dev/null
+  printf '%s\n' "${arm[@]}" | xargs -P "$(nproc)" -n 4 clang-tidy -p build-aarch64/tidy --quiet 2>/dev/null
 fi
 if [ ${#untidied[@]} -gt 0 ]; then echo "lint: not in these builds, not tidied: ${untidied[*]}"; fi
 echo "lint: ok"

@@ -26,15 +26,14 @@
 #include "format/safetensors.h"
 #include "model/decoder.h"
 #include "report/progress.h"
+#include "test_util.h"
 
 namespace fs = std::filesystem;
 using namespace needle;
 
 namespace {
 
-std::string Model(const std::string& name) {
-  return std::string(NEEDLE_TEST_DATA) + "/models/" + name;
-}
+std::string Model(const std::string& name) { return testing::ModelPath(name); }
 
 // A fresh folder under the system temp dir, removed at scope exit.
 struct ScratchDir {

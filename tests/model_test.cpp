@@ -23,11 +23,9 @@ using needle::model::Decoder;
 using needle::model::DecoderConfig;
 using needle::model::Model;
 
-std::string ModelPath(const std::string& name) {
-  return std::string(NEEDLE_TEST_DATA) + "/models/" + name;
-}
+using needle::testing::ModelPath;
 std::string GoldenPath(const std::string& dir) {
-  return std::string(NEEDLE_TEST_DATA) + "/golden/" + dir + "/golden.json";
+  return needle::testing::DataPath("golden/" + dir + "/golden.json");
 }
 
 using needle::model::NumericPath;

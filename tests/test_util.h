@@ -16,8 +16,12 @@
 
 namespace needle::testing {
 
+// (Appended in place: GCC 12's -Warray-bounds misreads string(literal) + "/" + rel once inlined.)
 inline std::string DataPath(const std::string& rel) {
-  return std::string(NEEDLE_TEST_DATA) + "/" + rel;
+  std::string path = NEEDLE_TEST_DATA;
+  path += '/';
+  path += rel;
+  return path;
 }
 inline std::string ModelPath(const std::string& name) { return DataPath("models/" + name); }
 #ifdef NEEDLE_EXAMPLES_DIR  // (needle_tests; not the WASM kernel-test build)

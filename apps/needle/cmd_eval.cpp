@@ -1,7 +1,6 @@
 // needle eval: exact-call accuracy of a model on a JSONL set of {tools, query, expected} lines,
 // overall and per tool, with every failing line; --min-accuracy turns it into a CI gate.
 #include <fmt/format.h>
-#include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <map>
@@ -14,6 +13,7 @@
 #include "format/cact.h"
 #include "kernels/dispatch.h"
 #include "options.h"
+#include "report/log.h"
 #include "report/progress.h"
 #include "report/table.h"
 #include "session/eval.h"
@@ -220,8 +220,8 @@ void Eval(const EvalArgs& a) {
     }
   }
   if (!pass) {
-    spdlog::error("eval: accuracy {:.4f} is below --min-accuracy {:.4f}", accuracy,
-                  *a.min_accuracy);
+    report::Log(report::LogSeverity::kError, "eval: accuracy {:.4f} is below --min-accuracy {:.4f}",
+                accuracy, *a.min_accuracy);
     SetExitCode(1);
   }
 }

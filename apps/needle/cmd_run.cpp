@@ -4,7 +4,6 @@
 // --raw decodes without the protocol (plain greedy) and prints the generated text.
 // --batch answers independent JSONL requests on one loaded model (session::SessionPool).
 #include <fmt/format.h>
-#include <spdlog/spdlog.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -165,7 +164,8 @@ void LogVerbose(const session::Reply& reply, const session::Session& s, double l
   j["prefix_seconds"] = s.prefix_seconds();
   j["prefix_from_cache"] = s.prefix_from_cache();
   j["prefix_reused"] = prefix_reused;
-  spdlog::debug("{}", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+  report::Log(report::LogSeverity::kDebug, "{}",
+              j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
 }
 
 // --report FILE.json: one bench record per answered turn (a real request: its prompt and
@@ -467,7 +467,8 @@ void Run(RunArgs& a) {
     return;
   }
   fmt::print("{}\n", r.text);
-  spdlog::info(
+  report::Log(
+      report::LogSeverity::kInfo,
       "{} tokens generated, stop: {}; load {:.3f} s | prefill {} tokens {:.1f} tok/s | decode "
       "{:.1f} tok/s | peak RSS {:.1f} MiB",
       r.generated_ids.size(), session::StopReasonName(r.stop), load_seconds, prefill_tokens,

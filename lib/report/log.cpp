@@ -79,4 +79,30 @@ bool LogEnabled(std::string_view level) {
   return parsed && spdlog::should_log(*parsed);
 }
 
+namespace {
+
+spdlog::level::level_enum SpdlogLevel(LogSeverity severity) {
+  switch (severity) {
+    case LogSeverity::kTrace:
+      return spdlog::level::trace;
+    case LogSeverity::kDebug:
+      return spdlog::level::debug;
+    case LogSeverity::kInfo:
+      return spdlog::level::info;
+    case LogSeverity::kWarning:
+      return spdlog::level::warn;
+    case LogSeverity::kError:
+      break;
+  }
+  return spdlog::level::err;
+}
+
+}  // namespace
+
+bool LogEnabled(LogSeverity severity) { return spdlog::should_log(SpdlogLevel(severity)); }
+
+void LogLine(LogSeverity severity, std::string_view message) {
+  spdlog::log(SpdlogLevel(severity), "{}", message);
+}
+
 }  // namespace needle::report

@@ -1,10 +1,15 @@
 // Diagnostics through spdlog: one logger on stderr whose lines read "needle: <level>: <message>".
 // User-facing output (results on stdout, the final error line, progress bars) does not go
-// through it. Until InitLogging runs, spdlog's default logger is used as it is.
+// through it. Until InitLogging runs, spdlog's default logger is used as it is. Only log.cpp
+// includes spdlog (its header-only build costs ~12 s of compile time per translation unit): the
+// rest of the code logs through Log() below.
 #pragma once
+
+#include <fmt/format.h>
 
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace needle::report {
@@ -26,5 +31,16 @@ void RaiseLogLevel(std::string_view level, std::string_view source);
 
 // Whether messages at `level` are printed now (false for unknown names).
 bool LogEnabled(std::string_view level);
+
+enum class LogSeverity { kTrace, kDebug, kInfo, kWarning, kError };
+bool LogEnabled(LogSeverity severity);
+// Prints one line at `severity` (if enabled) through the installed logger.
+void LogLine(LogSeverity severity, std::string_view message);
+
+// Formats (fmt syntax) and prints one line, only when `severity` is enabled.
+template <class... Args>
+void Log(LogSeverity severity, fmt::format_string<Args...> format, Args&&... args) {
+  if (LogEnabled(severity)) LogLine(severity, fmt::format(format, std::forward<Args>(args)...));
+}
 
 }  // namespace needle::report

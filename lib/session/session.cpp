@@ -2,7 +2,6 @@
 #include "session/session.h"
 
 #include <fmt/format.h>
-#include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <cctype>
@@ -15,6 +14,7 @@
 #include "kernels/libm.h"
 #include "kernels/ops.h"
 #include "model/snapshot_io.h"
+#include "report/log.h"
 #include "report/system.h"
 #include "report/timer.h"
 #include "session/validation.h"
@@ -265,8 +265,9 @@ void Session::LoadPrefix() {
         std::filesystem::create_directories(config_.prefix_cache_dir);
         model::WriteSnapshotFile(cache_path, prefix_cache_key_, prefix_snapshot_, logits_);
       } catch (const std::exception& e) {
-        spdlog::warn("prefix cache {}: cannot write the tools prefix ({}); continuing without it",
-                     config_.prefix_cache_dir, e.what());
+        report::Log(report::LogSeverity::kWarning,
+                    "prefix cache {}: cannot write the tools prefix ({}); continuing without it",
+                    config_.prefix_cache_dir, e.what());
       }
     }
   }
@@ -309,7 +310,7 @@ std::vector<size_t> Session::RetrieveTools(std::string_view query) {
   }
   if (config_.protocol.trace)
     for (const auto& [score, i] : ranked)
-      spdlog::trace("retrieval: tool {} similarity {:.6f}", i, score);
+      report::Log(report::LogSeverity::kTrace, "retrieval: tool {} similarity {:.6f}", i, score);
   std::stable_sort(ranked.begin(), ranked.end(),
                    [](const auto& a, const auto& b) { return a.first > b.first; });
   ranked.resize(std::min(ranked.size(), text::kMaxRenderedTools));
@@ -372,7 +373,7 @@ void Session::TraceStep(const char* what, const std::vector<uint8_t>& allowed, i
                                  ids.size(), Exp(double(logits_[ids[0]]) - m) / z);
   for (size_t i = 0; i < k; ++i)
     line += fmt::format(" {}:{:?}:{:.4f}", ids[i], tokenizer_.TokenBytes(ids[i]), logits_[ids[i]]);
-  spdlog::trace("{}", line);
+  report::Log(report::LogSeverity::kTrace, "{}", line);
 }
 
 int32_t Session::PenalizedBest(const std::vector<uint8_t>& allowed,
@@ -729,7 +730,9 @@ void Session::DecodeCall(TurnState& t, bool require_call) {
             score += LogSoftmaxAt(logits_, ids[i]);
             if (i + 1 < ids.size()) Feed(ids[i]);
           }
-          if (pc.trace) spdlog::trace("enum grounding: {:?} sum log p {:.6f}", v, score);
+          if (pc.trace)
+            report::Log(report::LogSeverity::kTrace, "enum grounding: {:?} sum log p {:.6f}", v,
+                        score);
           scores.push_back(score);
           if (score > best_score) {
             best_score = score;
@@ -768,7 +771,8 @@ void Session::DecodeCall(TurnState& t, bool require_call) {
       // `"unit":"` with `celsius` at full-vocabulary p 0.67 decodes at the speed of plain steps,
       // no exploration; docs/PROTOCOL-NOTES.md item 1).
       if (pc.trace)
-        spdlog::trace(
+        report::Log(
+            report::LogSeverity::kTrace,
             "value start node {} after_quote {} grounded {} p_top {} left {}", node, after_quote,
             grounded.size(),
             after_quote ? std::string("-") : fmt::format("{:.4f}", list_stats.Prob(logits_[top])),
@@ -818,8 +822,8 @@ void Session::DecodeCall(TurnState& t, bool require_call) {
           const double score =
               sum_lp / static_cast<double>(ids.size()) - (closed ? 0.0 : pc.branch_open_penalty);
           if (pc.trace)
-            spdlog::trace("  branch {:?} score {:.4f} tokens {} p {}", tokenizer_.Decode(ids),
-                          score, ids.size(), fmt::join(probs, " "));
+            report::Log(report::LogSeverity::kTrace, "  branch {:?} score {:.4f} tokens {} p {}",
+                        tokenizer_.Decode(ids), score, ids.size(), fmt::join(probs, " "));
           if (score > best_score) {
             best_score = score;
             best_ids = ids;
@@ -844,7 +848,7 @@ void Session::DecodeCall(TurnState& t, bool require_call) {
     const double token_confidence =
         CallTokenConfidence(allowed_, t.full_logits ? cand_ : CandidateList(gs));
     t.full_logits = false;
-    if (pc.trace) spdlog::trace("  confidence {:.6f}", token_confidence);
+    if (pc.trace) report::Log(report::LogSeverity::kTrace, "  confidence {:.6f}", token_confidence);
     t.dc = std::min(t.dc, token_confidence);
     commit(best, true);
   }
