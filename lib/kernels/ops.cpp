@@ -177,11 +177,13 @@ void RopeRotate(float* h, size_t head_dim, const float* cos_sin) {
   }
 }
 
-// Vector clones of the element-wise chains: GCC / Clang emit one copy per target and an ifunc
-// resolver picks the best at load time. No reassociation is involved (each element is computed
-// on its own), and the library's -ffp-contract=off keeps multiplies and adds apart in every clone.
-#if defined(NEEDLE_X86) && defined(__GNUC__) && !defined(__SANITIZE_ADDRESS__) && \
-    !defined(__EMSCRIPTEN__)
+// Vector clones of the element-wise chains: GCC emits one copy per target and an ifunc resolver
+// picks the best at load time. No reassociation is involved (each element is computed on its
+// own), and the library's -ffp-contract=off keeps multiplies and adds apart in every clone. GCC
+// only: Clang 14 (the sanitizer and fuzz builds) emits a single function compiled for the first
+// target (AVX-512) with no resolver, an illegal instruction on CPUs without AVX-512.
+#if defined(NEEDLE_X86) && defined(__GNUC__) && !defined(__clang__) && \
+    !defined(__SANITIZE_ADDRESS__) && !defined(__EMSCRIPTEN__)
 #define NEEDLE_VECTOR_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
 #else
 #define NEEDLE_VECTOR_CLONES
