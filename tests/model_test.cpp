@@ -641,6 +641,78 @@ TEST_CASE("Mark / Rewind returns to the marked state bit for bit, also across th
   }
 }
 
+TEST_CASE("Capture / Replay leaves the state that re-feeding the captured tokens leaves",
+          "[model][snapshot]") {
+  // The branch winner's path (Session::DecodeCall): explore, capture the best, explore others,
+  // rewind, replay, feed the last token; against rewinding and feeding every token one per call.
+  const auto file = needle::format::CactFile::Open(ModelPath("small.cact"));
+  const Model model(file);
+  const uint32_t V = model.geometry().vocab;
+  for (const NumericPath path : {NumericPath::kOfficial, NumericPath::kF32}) {
+    INFO(needle::model::NumericPathName(path));
+    DecoderConfig cfg;
+    cfg.path = path;
+    cfg.kv_window = 16;
+    cfg.sink_len = 8;
+    cfg.pool_heads = true;
+    // 30 positions: the ring has wrapped, the explored tokens overwrite live slots.
+    const auto context = Tokens(30, V, 7), best = Tokens(7, V, 8), other = Tokens(5, V, 9);
+    Decoder dec(model, cfg), ref(model, cfg);
+    std::vector<float> got(V), want(V);
+    needle::model::Snapshot base, ref_base, got_state, want_state;
+    needle::model::Extension ext;
+    dec.Prefill(context, {});
+    dec.Save(&base);
+    for (size_t i = 0; i + 1 < best.size(); ++i) dec.Step(best[i], got);
+    dec.Capture(base, &ext);
+    CHECK(ext.count == best.size() - 1);
+    dec.Rewind(base);
+    for (int32_t id : other) dec.Step(id, got);
+    dec.Rewind(base);
+    dec.Replay(ext);
+    CHECK(dec.position() == context.size() + best.size() - 1);
+    dec.Step(best.back(), got);
+    dec.Save(&got_state);
+
+    ref.Prefill(context, {});
+    ref.Save(&ref_base);
+    for (int32_t id : other) ref.Step(id, want);
+    ref.Rewind(ref_base);
+    for (int32_t id : best) ref.Step(id, want);
+    ref.Save(&want_state);
+
+    CHECK(std::memcmp(got.data(), want.data(), V * sizeof(float)) == 0);
+    CHECK(got_state.position == want_state.position);
+    CHECK(got_state.kv.kq == want_state.kv.kq);
+    CHECK(got_state.kv.vq == want_state.kv.vq);
+    CHECK(got_state.kv.k_scale == want_state.kv.k_scale);
+    CHECK(got_state.kv.v_scale == want_state.kv.v_scale);
+    CHECK(got_state.kv.k == want_state.kv.k);
+    CHECK(got_state.kv.v == want_state.kv.v);
+    CHECK(got_state.engram_ring == want_state.engram_ring);
+    CHECK(got_state.token_ring == want_state.token_ring);
+    CHECK(got_state.pool_stats == want_state.pool_stats);
+    CHECK(got_state.pool_acc == want_state.pool_acc);
+    CHECK(dec.PoolCacheValid() == ref.PoolCacheValid());
+    // The engine's forward-call history too: a later rewind to a replayed position keeps the
+    // probe cache valid exactly when it does after re-feeding.
+    needle::model::Snapshot mid_got, mid_want;
+    Decoder probe(model, cfg);
+    probe.Prefill(context, {});
+    for (size_t i = 0; i + 3 < best.size(); ++i) probe.Step(best[i], want);
+    probe.Save(&mid_got);
+    dec.Rewind(mid_got);
+    ref.Rewind(mid_got);
+    CHECK(dec.PoolCacheValid() == ref.PoolCacheValid());
+    CHECK(dec.PoolCacheValid());
+    // Replay only at the capture's base; more positions than the window holds are refused.
+    CHECK_THROWS_AS(dec.Replay(ext), needle::InvalidInput);
+    dec.Rewind(base);
+    dec.Prefill(Tokens(17, V, 10), {});
+    CHECK_THROWS_AS(dec.Capture(base, &ext), needle::InvalidInput);
+  }
+}
+
 TEST_CASE("a decode step attends to the sinks and the window, or to everything without one",
           "[model][window]") {
   // No window: every position up to p.

@@ -254,6 +254,48 @@ void Decoder::Rewind(const Checkpoint& c) {
   pool_acc_ = c.pool_acc;
 }
 
+void Decoder::Capture(const Snapshot& base, Extension* e) const {
+  const KvRing ring = Ring();
+  if (base.path != config_.path || base.capacity != capacity_ ||
+      base.kv_window != config_.kv_window || base.sink_len != sink_len_ ||
+      base.position > position_)
+    Fail<InvalidInput>(
+        "capture: the base snapshot (position {}) is not an earlier state of this "
+        "decoder (position {})",
+        base.position, position_);
+  const uint32_t count = position_ - base.position;
+  const size_t distinct = config_.kv_window == 0 ? capacity_ : config_.kv_window;
+  if (count > distinct)
+    Fail<InvalidInput>("capture: {} positions since the base exceed the {} ring slots they can use",
+                       count, distinct);
+  e->from = base.position;
+  e->count = count;
+  e->sink_len = sink_len_;
+  e->slots.clear();
+  for (uint32_t i = 0; i < count; ++i)
+    e->slots.push_back(static_cast<uint32_t>(ring.Slot(base.position + i)));
+  numerics_->SaveSlots(e->slots, &e->kv);
+  e->engram_ring = conv_;
+  e->token_ring = tokens_;
+  e->pool_stats = pool_stats_;
+  e->pool_acc = pool_acc_;
+}
+
+void Decoder::Replay(const Extension& e) {
+  if (position_ != e.from || sink_len_ != e.sink_len || e.engram_ring.size() != conv_.size() ||
+      e.token_ring.size() != tokens_.size() || e.pool_acc.size() != pool_acc_.size())
+    Fail<InvalidInput>("replay: the extension starts at position {}, the decoder is at {}", e.from,
+                       position_);
+  numerics_->RestoreSlots(e.slots, e.kv);
+  if (num_probes_ > 0)
+    for (uint32_t i = 0; i < e.count; ++i, ++position_) NotePoolCall(1);
+  position_ = e.from + e.count;
+  conv_ = e.engram_ring;
+  tokens_ = e.token_ring;
+  pool_stats_ = e.pool_stats;
+  pool_acc_ = e.pool_acc;
+}
+
 void Decoder::Restore(const Snapshot& s) {
   const size_t used = std::min<size_t>(s.position, capacity_);
   if (s.path != config_.path)
@@ -442,6 +484,21 @@ void Decoder::ForTokenBlocks(size_t n, const Fn& fn) {
   });
 }
 
+void Decoder::NotePoolCall(size_t n) {
+  // A call that continues where the cache stands records its start (the oldest of kPoolHistory
+  // dropped) and moves it on; a gap invalidates.
+  if (pool_valid_ && position_ == pool_pos_) {
+    if (pool_hist_len_ == kPoolHistory) {
+      std::copy(pool_hist_.begin() + 1, pool_hist_.end(), pool_hist_.begin());
+      --pool_hist_len_;
+    }
+    pool_hist_[pool_hist_len_++] = position_;
+    pool_pos_ = position_ + static_cast<uint32_t>(n);
+  } else if (pool_valid_ && pool_pos_ < position_ + n) {
+    pool_valid_ = false;
+  }
+}
+
 void Decoder::RunBlock(const int32_t* ids, size_t n, float* logits, size_t logits_from) {
   const format::Geometry& g = geometry_;
   const Weights& w = *w_;
@@ -458,18 +515,7 @@ void Decoder::RunBlock(const int32_t* ids, size_t n, float* logits, size_t logit
     for (size_t l = 1; l < nl; ++l) std::memcpy(x0 + l * d, x0, d * 4);
   }
   if (num_probes_ > 0) {
-    // The engine's cache bookkeeping (fn 67): a call that continues where the cache stands
-    // records its start (the oldest of kPoolHistory dropped) and moves it on; a gap invalidates.
-    if (pool_valid_ && position_ == pool_pos_) {
-      if (pool_hist_len_ == kPoolHistory) {
-        std::copy(pool_hist_.begin() + 1, pool_hist_.end(), pool_hist_.begin());
-        --pool_hist_len_;
-      }
-      pool_hist_[pool_hist_len_++] = position_;
-      pool_pos_ = position_ + static_cast<uint32_t>(n);
-    } else if (pool_valid_ && pool_pos_ < position_ + n) {
-      pool_valid_ = false;
-    }
+    NotePoolCall(n);
     PoolCells(ids, lanes_.data(), n, nd);  // cell 0: the scaled embedding
   }
   // RoPE angles depend only on the position: once per token for every head of every layer.

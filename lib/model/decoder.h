@@ -81,6 +81,17 @@ struct Checkpoint {
   std::vector<float> pool_stats, pool_acc;
 };
 
+// The positions fed since a Save (Decoder::Capture), to put back after rewinding to that Save
+// instead of feeding them again (Decoder::Replay): the winner of a branch exploration. Reusable.
+struct Extension {
+  uint32_t from = 0, count = 0, sink_len = 0;  // positions [from, from + count)
+  std::vector<uint32_t> slots;                 // their KV slots
+  KvState kv;                                  // and what those slots hold
+  std::vector<float> engram_ring;
+  std::vector<int32_t> token_ring;
+  std::vector<float> pool_stats, pool_acc;
+};
+
 // One conversation's decoding state plus all scratch memory. Not thread-safe; one per thread.
 // After construction Prefill/Step allocate
 // nothing on the heap.
@@ -120,6 +131,13 @@ class Decoder {
   void Rewind(const Checkpoint& checkpoint);
 
   void Save(Snapshot* snapshot) const;
+  // Captures the positions fed since `base` (a Save of this decoder: same sinks, and fewer
+  // positions since then than the window has slots). Throws InvalidInput otherwise.
+  void Capture(const Snapshot& base, Extension* extension) const;
+  // At the capture's base position (after Rewind(base)): the decoder as it was at the capture,
+  // bit for bit, with the engine's forward-call bookkeeping of feeding those positions one token
+  // per call (what re-feeding them would leave). Throws InvalidInput at another position.
+  void Replay(const Extension& extension);
   // Throws InvalidInput if the snapshot comes from a decoder with another path, window or
   // capacity. The engine's pooled-feature cache counts as valid again (its prefix restore, fn
   // 225: the call history is cleared).
@@ -152,6 +170,8 @@ class Decoder {
  private:
   // Runs n <= max_batch tokens at positions position_.. (one forward call) and advances position_.
   void RunBlock(const int32_t* ids, size_t n, float* logits, size_t logits_from);
+  // The engine's probe-cache bookkeeping for a forward call of n tokens at position_ (fn 67).
+  void NotePoolCall(size_t n);
   void Engram(size_t site, const int32_t* ids, size_t n);
   void ReleaseBlockScratch();
   // The [B, ...] scratch buffers (eng_kk_ and eng_v_, [sites, B, d], apart).

@@ -600,7 +600,8 @@ void Session::DecodeCall(TurnState& t, bool require_call) {
   grammar::TokenConstraint& tc = *constraint_;
   const ProtocolConfig& pc = config_.protocol;
   grammar::GrammarState gs = g.Start(require_call);
-  auto commit = [&](int32_t id, bool counted) {
+  // feed = false: the decoder already holds the token (a branch winner's replayed positions).
+  auto commit = [&](int32_t id, bool counted, bool feed = true) {
     t.seen[id] = 1;
     t.ids.push_back(id);
     ++t.committed;
@@ -608,7 +609,7 @@ void Session::DecodeCall(TurnState& t, bool require_call) {
     t.calls += tc.bytes(id);
     if (!t.call_started && !t.calls.empty()) t.call_started = true;
     tc.Advance(g, gs, id);
-    Feed(id);
+    if (feed) Feed(id);
   };
   // Which value a state is at the start of: node index, or -1; the value belongs to the
   // arguments object or to an object nested in it (its frame depth in `object_depth`).
@@ -737,15 +738,20 @@ void Session::DecodeCall(TurnState& t, bool require_call) {
           if (score > best_score) {
             best_score = score;
             best_ids = ids;
+            // Every token but the last is in the decoder: kept for the commit below, which
+            // feeds only the last (as with a branch winner).
+            decoder_->Capture(branch_snapshot_, &branch_extension_);
           }
         }
         decoder_->Rewind(branch_snapshot_);
         std::copy(branch_logits_.begin(), branch_logits_.end(), logits_.begin());
         if (!best_ids.empty()) {
+          decoder_->Replay(branch_extension_);
           // Like a branch winner: the whole value is committed, only its first token charged to
           // the budget (measured: a truncated turn with "Friday" grounded returns max_tokens + 3
           // for its 4 tokens).
-          for (size_t i = 0; i < best_ids.size(); ++i) commit(best_ids[i], /*counted=*/i == 0);
+          for (size_t i = 0; i < best_ids.size(); ++i)
+            commit(best_ids[i], /*counted=*/i == 0, /*feed=*/i + 1 == best_ids.size());
           t.full_logits = true;
           // The winner's share among the grounded values (a softmax over their summed log p)
           // enters the call-token confidence: 1 with one value (measured on the engine: "from
@@ -795,6 +801,11 @@ void Session::DecodeCall(TurnState& t, bool require_call) {
         double best_score = -INFINITY;
         std::vector<int32_t> best_ids;
         std::vector<double> best_probs;
+        // The engine re-feeds the winner's tokens from the branch point. Every token but the
+        // last was already fed while exploring it: the best branch's positions are captured and
+        // put back (Decoder::Replay, the same bits and bookkeeping), and only the last token is
+        // fed again, for its logits. A branch that fed all its tokens (dead end) is re-fed.
+        bool best_captured = false;
         for (int32_t c : cands) {
           decoder_->Rewind(branch_snapshot_);
           std::copy(branch_logits_.begin(), branch_logits_.end(), logits_.begin());
@@ -828,13 +839,17 @@ void Session::DecodeCall(TurnState& t, bool require_call) {
             best_score = score;
             best_ids = ids;
             best_probs = probs;
+            best_captured = decoder_->position() + 1 == branch_snapshot_.position + ids.size();
+            if (best_captured) decoder_->Capture(branch_snapshot_, &branch_extension_);
           }
         }
         decoder_->Rewind(branch_snapshot_);
         std::copy(branch_logits_.begin(), branch_logits_.end(), logits_.begin());
+        if (best_captured) decoder_->Replay(branch_extension_);
         for (size_t i = 0; i < best_ids.size(); ++i) {
           t.dc = std::min(t.dc, best_probs[i]);
-          commit(best_ids[i], /*counted=*/i == 0);
+          commit(best_ids[i], /*counted=*/i == 0,
+                 /*feed=*/!best_captured || i + 1 == best_ids.size());
         }
         t.full_logits = true;
         continue;

@@ -202,6 +202,7 @@ class Session {
   std::string PrefixCacheKey(const format::CactFile& file, const model::DecoderConfig& dc,
                              std::string_view system) const;
   model::Snapshot prefix_snapshot_, branch_snapshot_, rescore_snapshot_;
+  model::Extension branch_extension_;  // the best branch's positions (DecodeCall)
   int confidence_head_ = -1;
   bool fresh_ = true;  // no turn since the prefix
   bool last_turn_had_calls_ = false;
