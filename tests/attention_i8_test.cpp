@@ -22,19 +22,22 @@
 #include "kernels/cq_int8.h"
 #include "kernels/dispatch.h"
 #include "kernels/wasm/kernels_wasm.h"
+#include "test_util.h"
 
 namespace {
 
+using needle::testing::SameBits;
+
 namespace k = needle::kernels;
 
-struct Variant {
+struct AttentionVariant {
   std::string name;
   k::AttendI8Fn attend;
   k::AttendExpfFn expf_array;
 };
 
-std::vector<Variant> Variants() {
-  std::vector<Variant> out;
+std::vector<AttentionVariant> AttentionVariants() {
+  std::vector<AttentionVariant> out;
   for (const std::string& isa : k::AvailableIsas()) {
     const k::KernelTable& t = k::KernelsFor(isa);
     out.push_back({isa, t.attend_i8, &k::AttendExpfScalar});
@@ -118,7 +121,7 @@ struct Result {
   std::vector<float> o, scores;
 };
 
-Result Run(const Variant& var, const Case& c) {
+Result Run(const AttentionVariant& var, const Case& c) {
   const size_t count = c.order.size();
   Result r;
   r.o.assign(c.heads * c.head_dim, -7.f);  // the kernel writes every element
@@ -131,14 +134,10 @@ Result Run(const Variant& var, const Case& c) {
   return r;
 }
 
-bool SameBits(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
-}
-
 }  // namespace
 
 TEST_CASE("attend_i8: every ISA gives the reference's bits", "[kernels][attention]") {
-  const std::vector<Variant> variants = Variants();
+  const std::vector<AttentionVariant> variants = AttentionVariants();
   const size_t layouts[][2] = {{2, 1}, {4, 2}, {8, 4}, {8, 8}};
   const size_t counts[] = {1, 2, 3, 7, 8, 15, 16, 17, 63, 64, 65, 276, 300};
   std::mt19937 rng(20240611);
@@ -166,13 +165,13 @@ TEST_CASE("attend_i8: views of some kv heads (the ring's row) give the full call
           "[kernels][attention]") {
   // How the decoder splits one token's heads among threads: kv heads [g0, g0 + n) and their
   // query heads, k / v / scales offset to head g0, row = the ring's kv_dim.
-  const std::vector<Variant> variants = Variants();
+  const std::vector<AttentionVariant> variants = AttentionVariants();
   std::mt19937 rng(99);
   for (const size_t count : {size_t{1}, size_t{17}, size_t{300}}) {
     const Case c = MakeCase(8, 4, 64, count, false, &rng);
     const size_t kvd = c.kv_heads * c.head_dim, nb = c.head_dim / k::kAttendBlock;
     const size_t group = c.heads / c.kv_heads;
-    for (const Variant& var : variants) {
+    for (const AttentionVariant& var : variants) {
       const Result full = Run(var, c);
       for (const auto& [g0, n] : {std::pair<size_t, size_t>{0, 2}, {2, 2}, {1, 3}, {3, 1}}) {
         INFO(var.name << " count " << count << " kv heads " << g0 << ".." << g0 + n);
@@ -201,7 +200,7 @@ TEST_CASE("attend_i8: a one-key softmax returns the dequantized value", "[kernel
   // With one key the weight is expf(0) * (1 / 1) = 1, so o_j = vs * (float)v_j exactly.
   std::mt19937 rng(7);
   const Case c = MakeCase(8, 4, 64, 1, false, &rng);
-  for (const Variant& var : Variants()) {
+  for (const AttentionVariant& var : AttentionVariants()) {
     INFO(var.name);
     const Result r = Run(var, c);
     const size_t slot = c.order[0];
@@ -219,11 +218,11 @@ TEST_CASE("attend_i8: speed per decode step", "[.][bench][attention]") {
   // 8 heads / 4 kv heads, head_dim 64, 276 keys: one token of one layer.
   std::mt19937 rng(11);
   const Case c = MakeCase(8, 4, 64, 276, false, &rng);
-  const Result ref = Run(Variants().front(), c);
+  const Result ref = Run(AttentionVariants().front(), c);
   const k::I8Queries q{c.q.data(), c.qse.data(), c.heads};
   const k::I8KvView kv{c.k.data(),       c.v.data(), c.k_scale.data(),
                        c.v_scale.data(), c.kv_heads, c.head_dim};
-  for (const Variant& var : Variants()) {
+  for (const AttentionVariant& var : AttentionVariants()) {
     Result r = Run(var, c);
     double best = 1e30;
     for (int rep = 0; rep < 7; ++rep) {

@@ -27,7 +27,7 @@ std::string MaskTimings(const std::string& envelope) {
 }
 
 // One batch request and the single-run arguments that must give the same envelope.
-struct Case {
+struct BatchCase {
   std::string line;                 // the JSONL line
   std::vector<std::string> single;  // `needle run` arguments after the model
 };
@@ -41,7 +41,7 @@ TEST_CASE("run --batch: each envelope equals a single run's and bad lines give e
   const json golden =
       json::parse(std::ifstream(DataPath("golden/session-v2/small-crafted-0.8.session.json")));
   TempDir dir;
-  std::vector<Case> cases;
+  std::vector<BatchCase> cases;
   // 1. Only a query: --tools, --system and -n of the batch command apply.
   cases.push_back({R"({"query": "Set a timer for 5 minutes."})",
                    {"--tools", default_tools, "-n", "64", "Set a timer for 5 minutes."}});
@@ -124,7 +124,7 @@ TEST_CASE("run --batch: each envelope equals a single run's and bad lines give e
       ++errors;
       continue;
     }
-    const Case& c = cases[want[k]];
+    const BatchCase& c = cases[want[k]];
     std::vector<std::string> args = {"run", model};
     args.insert(args.end(), c.single.begin(), c.single.end());
     const CliResult single = RunCli(args);

@@ -33,8 +33,6 @@ using namespace needle;
 
 namespace {
 
-std::string Model(const std::string& name) { return testing::ModelPath(name); }
-
 // A fresh folder under the system temp dir, removed at scope exit.
 struct ScratchDir {
   fs::path path;
@@ -110,7 +108,7 @@ std::vector<uint8_t> FileBytes(const std::string& path) { return format::ReadFil
 bool SameFile(const std::string& a, const std::string& b) { return FileBytes(a) == FileBytes(b); }
 
 // Runs a shell command, returns its exit status (-1 if it did not exit normally).
-int Run(const std::string& cmd) {
+int RunStatus(const std::string& cmd) {
   const int rc = std::system(cmd.c_str());
   return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
 }
@@ -237,22 +235,22 @@ TEST_CASE("dequant then requant reproduces every fixture model byte for byte", "
                            "small-crafted-0.8.cact", "official-geometry.cact"}) {
     INFO(name);
     ScratchDir dir;
-    const auto s = convert::Dequant(Model(name), dir / "d", Quiet());
-    const auto src = format::CactFile::Open(Model(name));
+    const auto s = convert::Dequant(testing::ModelPath(name), dir / "d", Quiet());
+    const auto src = format::CactFile::Open(testing::ModelPath(name));
     CHECK(s.tensors == src.tensors().size() - 1);  // all but the tokenizer
-    CHECK(SameFile(dir / "d/source.cact", Model(name)));
+    CHECK(SameFile(dir / "d/source.cact", testing::ModelPath(name)));
     const auto r = convert::Requant(dir / "d", dir / "out.cact", QuietRequant());
     CHECK(r.reencoded.empty());
     CHECK(r.kept == src.tensors().size());
-    CHECK(SameFile(dir / "out.cact", Model(name)));
+    CHECK(SameFile(dir / "out.cact", testing::ModelPath(name)));
   }
 }
 
 TEST_CASE("dequant: safetensors holds canonical names and .cact shapes and the dequantized values",
           "[convert]") {
   ScratchDir dir;
-  convert::Dequant(Model("small.cact"), dir / "d", Quiet());
-  const auto src = format::CactFile::Open(Model("small.cact"));
+  convert::Dequant(testing::ModelPath("small.cact"), dir / "d", Quiet());
+  const auto src = format::CactFile::Open(testing::ModelPath("small.cact"));
   const auto st = format::SafetensorsFile::Open(dir / "d/weights.safetensors");
   CHECK(st.tensors().size() == src.tensors().size() - 1);
   for (const auto& t : src.tensors()) {
@@ -294,12 +292,12 @@ TEST_CASE("dequant refuses an existing folder without --force and replaces it wi
   ScratchDir dir;
   fs::create_directory(dir / "d");
   { std::ofstream(dir / "d/keep") << "x"; }
-  CHECK_THROWS_WITH(convert::Dequant(Model("tiny.cact"), dir / "d", Quiet()),
+  CHECK_THROWS_WITH(convert::Dequant(testing::ModelPath("tiny.cact"), dir / "d", Quiet()),
                     Catch::Contains("already exists (use --force"));
   CHECK(fs::exists(dir / "d/keep"));
   auto o = Quiet();
   o.force = true;
-  convert::Dequant(Model("tiny.cact"), dir / "d", o);
+  convert::Dequant(testing::ModelPath("tiny.cact"), dir / "d", o);
   CHECK_FALSE(fs::exists(dir / "d/keep"));
   CHECK(fs::exists(dir / "d/weights.safetensors"));
   // Nothing left behind besides the output folder (no temporaries).
@@ -312,11 +310,11 @@ TEST_CASE("dequant refuses an existing folder without --force and replaces it wi
 }
 
 TEST_CASE("requant: an edited tensor changes only its own blob", "[convert]") {
-  const auto orig = format::CactFile::Open(Model("small.cact"));
+  const auto orig = format::CactFile::Open(testing::ModelPath("small.cact"));
   for (const std::string target : {"layer02.v_proj", "layer01.norm_in", "engram0.tables"}) {
     INFO(target);
     ScratchDir dir;
-    convert::Dequant(Model("small.cact"), dir / "d", Quiet());
+    convert::Dequant(testing::ModelPath("small.cact"), dir / "d", Quiet());
     std::vector<float> edited;
     EditWeights(dir / "d", [&](std::vector<Entry>& es) {
       Entry& e = Find(es, target);
@@ -348,7 +346,7 @@ TEST_CASE("requant: an edited tensor changes only its own blob", "[convert]") {
       }
     }
     // Outside the edited blob the files are identical (padding, directory, codebooks).
-    const auto fa = FileBytes(Model("small.cact")), fb = FileBytes(dir / "out.cact");
+    const auto fa = FileBytes(testing::ModelPath("small.cact")), fb = FileBytes(dir / "out.cact");
     REQUIRE(fa.size() == fb.size());
     const auto& t = orig.tensor(target);
     size_t outside = 0;
@@ -360,13 +358,13 @@ TEST_CASE("requant: an edited tensor changes only its own blob", "[convert]") {
 
 TEST_CASE("requant --bits-map re-encodes exactly the tensors whose width changes", "[convert]") {
   ScratchDir dir;
-  convert::Dequant(Model("tiny.cact"), dir / "d", Quiet());
+  convert::Dequant(testing::ModelPath("tiny.cact"), dir / "d", Quiet());
   auto o = QuietRequant();
   o.bits_map = convert::BitsMap::Parse("embedding=4,mhc=4,layer01.q_proj=3,default=2");
   const auto r = convert::Requant(dir / "d", dir / "out.cact", o);
   CHECK(r.reencoded == std::vector<std::string>{"layer01.q_proj"});
   const auto out = format::CactFile::Open(dir / "out.cact");
-  const auto orig = format::CactFile::Open(Model("tiny.cact"));
+  const auto orig = format::CactFile::Open(testing::ModelPath("tiny.cact"));
   CHECK(out.tensor("layer01.q_proj").bits == 3);
   CHECK(out.tensor("layer01.q_proj").nbytes < orig.tensor("layer01.q_proj").nbytes * 2);
   for (const auto& t : orig.tensors()) {
@@ -408,7 +406,7 @@ TEST_CASE("requant: bad input gives an error naming the tensor and writes nothin
        "tensor 'layer01.d3' value 1000000 at flat index 5 overflows FP16"},
   };
   ScratchDir pristine;
-  convert::Dequant(Model("tiny.cact"), pristine / "d", Quiet());
+  convert::Dequant(testing::ModelPath("tiny.cact"), pristine / "d", Quiet());
   for (const auto& [label, edit, message] : cases) {
     INFO(label);
     ScratchDir dir;
@@ -425,7 +423,7 @@ TEST_CASE("requant: bad input gives an error naming the tensor and writes nothin
 
 TEST_CASE("requant: broken folders give a clear error and write nothing", "[convert]") {
   ScratchDir dir;
-  convert::Dequant(Model("tiny.cact"), dir / "d", Quiet());
+  convert::Dequant(testing::ModelPath("tiny.cact"), dir / "d", Quiet());
   SECTION("corrupt safetensors header") {
     auto b = FileBytes(dir / "d/weights.safetensors");
     b[8] = '[';
@@ -446,7 +444,8 @@ TEST_CASE("requant: broken folders give a clear error and write nothing", "[conv
     CHECK_FALSE(fs::exists(dir / "out.cact"));
   }
   SECTION("replaced source.cact") {
-    fs::copy_file(Model("small.cact"), dir / "d/source.cact", fs::copy_options::overwrite_existing);
+    fs::copy_file(testing::ModelPath("small.cact"), dir / "d/source.cact",
+                  fs::copy_options::overwrite_existing);
     CHECK_THROWS_WITH(convert::Requant(dir / "d", dir / "out.cact", QuietRequant()),
                       Catch::Contains("source.cact must be the original model"));
     CHECK_FALSE(fs::exists(dir / "out.cact"));
@@ -459,7 +458,7 @@ TEST_CASE("requant: broken folders give a clear error and write nothing", "[conv
     auto o = QuietRequant();
     o.force = true;
     convert::Requant(dir / "d", dir / "out.cact", o);
-    CHECK(SameFile(dir / "out.cact", Model("tiny.cact")));
+    CHECK(SameFile(dir / "out.cact", testing::ModelPath("tiny.cact")));
   }
 }
 
@@ -489,12 +488,12 @@ TEST_CASE("synth --geometry official is accounted exactly like the official-geom
           "[convert]") {
   ScratchDir dir;
   convert::SynthOptions o;
-  o.like = Model("official-geometry.cact");
+  o.like = testing::ModelPath("official-geometry.cact");
   o.geometry = convert::OfficialGeometry();
   o.progress = false;
   convert::Synth(dir / "s.cact", o);
   const auto s = format::CactFile::Open(dir / "s.cact");
-  const auto ref = format::CactFile::Open(Model("official-geometry.cact"));
+  const auto ref = format::CactFile::Open(testing::ModelPath("official-geometry.cact"));
   const auto a = Accounting(s), b = Accounting(ref);
   REQUIRE(a.size() == b.size());
   for (const auto& [cls, stats] : b) {
@@ -522,7 +521,7 @@ TEST_CASE("synth: deterministic per seed - overrides honoured - no tensor at a t
           "[convert]") {
   ScratchDir dir;
   convert::SynthOptions o;
-  o.like = Model("tiny.cact");
+  o.like = testing::ModelPath("tiny.cact");
   o.progress = false;
   o.geometry = convert::OfficialGeometry();
   o.geometry.d_model = 96;  // not a power of two: hada_n 128, CQ rows padded to the group
@@ -556,7 +555,7 @@ TEST_CASE("synth: deterministic per seed - overrides honoured - no tensor at a t
   CHECK(g.num_layers == 4);
   CHECK(g.engram_sites == std::vector<uint32_t>{1});
   CHECK(g.vocab == 8192);
-  const auto tiny = format::CactFile::Open(Model("tiny.cact"));
+  const auto tiny = format::CactFile::Open(testing::ModelPath("tiny.cact"));
   const auto tb = f.tokenizer_blob(), ta = tiny.tokenizer_blob();
   CHECK(std::equal(ta.begin(), ta.end(), tb.begin(), tb.end()));
   // Default scheme: embedding and mHC at 4 bits, everything else 2.
@@ -582,7 +581,7 @@ TEST_CASE("synth: deterministic per seed - overrides honoured - no tensor at a t
 TEST_CASE("synth: impossible geometry is a usage error", "[convert]") {
   ScratchDir dir;
   convert::SynthOptions o;
-  o.like = Model("tiny.cact");
+  o.like = testing::ModelPath("tiny.cact");
   o.progress = false;
   o.geometry = convert::OfficialGeometry();
   o.geometry.num_layers = 10;  // site 15 is no longer a layer
@@ -599,22 +598,26 @@ TEST_CASE("CLI: dequant/requant/synth run - bad input gives one error line", "[c
   ScratchDir dir;
   const std::string bin = NEEDLE_BINARY;
   const std::string err = dir / "err.txt";
-  REQUIRE(Run(bin + " dequant " + Model("tiny.cact") + " " + (dir / "d") + " > /dev/null") == 0);
-  REQUIRE(Run(bin + " requant " + (dir / "d") + " " + (dir / "r.cact") + " > /dev/null") == 0);
-  CHECK(SameFile(dir / "r.cact", Model("tiny.cact")));
-  CHECK(Run(bin + " dequant " + Model("tiny.cact") + " " + (dir / "d") + " 2> " + err) != 0);
-  CHECK(Run(bin + " dequant " + Model("tiny.cact") + " " + (dir / "d") + " --force >/dev/null") ==
-        0);
-  CHECK(Run(bin + " synth " + (dir / "s.cact") + " --like " + Model("tiny.cact") +
-            " --d-model 64 --heads 2 --kv-heads 1 --head-dim 32 --layers 2 --engram-sites 0,1"
-            " --engram-slots 256 --seed 3 > /dev/null") == 0);
+  REQUIRE(RunStatus(bin + " dequant " + testing::ModelPath("tiny.cact") + " " + (dir / "d") +
+                    " > /dev/null") == 0);
+  REQUIRE(RunStatus(bin + " requant " + (dir / "d") + " " + (dir / "r.cact") + " > /dev/null") ==
+          0);
+  CHECK(SameFile(dir / "r.cact", testing::ModelPath("tiny.cact")));
+  CHECK(RunStatus(bin + " dequant " + testing::ModelPath("tiny.cact") + " " + (dir / "d") + " 2> " +
+                  err) != 0);
+  CHECK(RunStatus(bin + " dequant " + testing::ModelPath("tiny.cact") + " " + (dir / "d") +
+                  " --force >/dev/null") == 0);
+  CHECK(RunStatus(bin + " synth " + (dir / "s.cact") + " --like " +
+                  testing::ModelPath("tiny.cact") +
+                  " --d-model 64 --heads 2 --kv-heads 1 --head-dim 32 --layers 2 --engram-sites 0,1"
+                  " --engram-slots 256 --seed 3 > /dev/null") == 0);
   CHECK(format::CactFile::Open(dir / "s.cact").geometry().d_model == 64);
 
   // A usage error (exit 2) adds one line: the hint naming the subcommand's --help.
   auto one_error_line = [&](const std::string& args, const std::string& needle,
                             const std::string& usage_hint = "") {
     INFO(args);
-    CHECK(Run(bin + " " + args + " > /dev/null 2> " + err) != 0);
+    CHECK(RunStatus(bin + " " + args + " > /dev/null 2> " + err) != 0);
     const auto b = FileBytes(err);
     const std::string text(b.begin(), b.end());
     CHECK(text.rfind("needle: error: ", 0) == 0);
@@ -641,7 +644,7 @@ TEST_CASE("numpy: an independent reader loads the safetensors - a numpy edit tou
   const std::string tool = std::string(NEEDLE_TEST_DATA) + "/../safetensors_tool.py";
   std::string python;
   for (const char* candidate : {"python3", "/usr/bin/python3"})
-    if (Run(std::string(candidate) + " -c 'import numpy' > /dev/null 2>&1") == 0) {
+    if (RunStatus(std::string(candidate) + " -c 'import numpy' > /dev/null 2>&1") == 0) {
       python = candidate;
       break;
     }
@@ -654,14 +657,15 @@ TEST_CASE("numpy: an independent reader loads the safetensors - a numpy edit tou
   for (const char* model : {"tiny.cact", "official-geometry.cact"}) {
     INFO(model);
     const std::string d = dir / (std::string(model) + ".d");
-    REQUIRE(Run(bin + " dequant " + Model(model) + " " + d + " > /dev/null") == 0);
-    CHECK(Run(python + " " + tool + " check " + d) == 0);
+    REQUIRE(RunStatus(bin + " dequant " + testing::ModelPath(model) + " " + d + " > /dev/null") ==
+            0);
+    CHECK(RunStatus(python + " " + tool + " check " + d) == 0);
   }
   const std::string d = dir / "tiny.cact.d";
-  REQUIRE(Run(python + " " + tool + " edit " + d + " layer01.gate_proj > /dev/null") == 0);
-  CHECK(Run(python + " " + tool + " check " + d + " > /dev/null") != 0);  // SHA now differs
-  REQUIRE(Run(bin + " requant " + d + " " + (dir / "e.cact") + " > /dev/null") == 0);
-  const auto orig = format::CactFile::Open(Model("tiny.cact"));
+  REQUIRE(RunStatus(python + " " + tool + " edit " + d + " layer01.gate_proj > /dev/null") == 0);
+  CHECK(RunStatus(python + " " + tool + " check " + d + " > /dev/null") != 0);  // SHA now differs
+  REQUIRE(RunStatus(bin + " requant " + d + " " + (dir / "e.cact") + " > /dev/null") == 0);
+  const auto orig = format::CactFile::Open(testing::ModelPath("tiny.cact"));
   const auto out = format::CactFile::Open(dir / "e.cact");
   for (const auto& t : orig.tensors()) {
     const auto a = orig.data(t), b = out.data(out.tensors()[t.index]);
@@ -676,7 +680,7 @@ TEST_CASE("synth: perturbing any tensor moves the logits or the probe-head outpu
   // a visible change of the f32 forward pass after a short sequence.
   ScratchDir dir;
   convert::SynthOptions o;
-  o.like = Model("tiny.cact");
+  o.like = testing::ModelPath("tiny.cact");
   o.progress = false;
   o.geometry = convert::OfficialGeometry();
   o.geometry.d_model = 64;

@@ -26,20 +26,10 @@ constexpr size_t kRecordBytes = 44;
 constexpr size_t kRecDtype = 0, kRecNdim = 1, kRecPad = 2, kRecShape = 4, kRecOffset = 20,
                  kRecNbytes = 28, kRecGroup = 36, kRecBits = 40;
 
-template <class T>
-void Put(std::vector<uint8_t>* b, size_t at, T v) {
-  std::memcpy(b->data() + at, &v, sizeof(T));
-}
-template <class T>
-T Get(const std::vector<uint8_t>& b, size_t at) {
-  T v;
-  std::memcpy(&v, b.data() + at, sizeof(T));
-  return v;
-}
 size_t Record(size_t i) { return kDirStart + kRecordBytes * i; }
-uint32_t NumTensors(const std::vector<uint8_t>& b) { return Get<uint32_t>(b, 4); }
+uint32_t NumTensors(const std::vector<uint8_t>& b) { return GetAt<uint32_t>(b, 4); }
 uint64_t BlobOffset(const std::vector<uint8_t>& b, size_t i) {
-  return Get<uint64_t>(b, Record(i) + kRecOffset);
+  return GetAt<uint64_t>(b, Record(i) + kRecOffset);
 }
 
 std::vector<uint8_t> Tiny() { return ReadBytes(ModelPath("tiny.cact")); }
@@ -120,59 +110,59 @@ TEST_CASE("corrupt: the unmodified fixture passes (control)", "[cli][corrupt]") 
 TEST_CASE("corrupt: header fields that size memory are bounded", "[cli][corrupt]") {
   auto b = Tiny();
   SECTION("kv_window 10,000,000 (run)") {
-    Put<uint32_t>(&b, 4 * 3, 10'000'000);
+    PutAt<uint32_t>(&b, 4 * 3, 10'000'000);
     CheckModel(b, "header field kv_window = 10000000 is out of range [0, 2048]", "run");
   }
   SECTION("kv_window 2^32-1 (run)") {
-    Put<uint32_t>(&b, 4 * 3, 0xFFFFFFFFu);
+    PutAt<uint32_t>(&b, 4 * 3, 0xFFFFFFFFu);
     CheckModel(b, "header field kv_window = 4294967295 is out of range", "run");
   }
   SECTION("max_seq_len 0") {
-    Put<uint32_t>(&b, 4 * 11, 0);
+    PutAt<uint32_t>(&b, 4 * 11, 0);
     CheckModel(b, "header field max_seq_len = 0 is out of range [1, 65536]");
   }
   SECTION("max_seq_len above the limit") {
-    Put<uint32_t>(&b, 4 * 11, 1'000'000);
+    PutAt<uint32_t>(&b, 4 * 11, 1'000'000);
     CheckModel(b, "header field max_seq_len = 1000000 is out of range");
   }
   SECTION("kv_bits 0") {
-    Put<uint32_t>(&b, 4 * 4, 0);
+    PutAt<uint32_t>(&b, 4 * 4, 0);
     CheckModel(b, "header field kv_bits = 0 is not supported");
   }
   SECTION("kv_bits 99") {
-    Put<uint32_t>(&b, 4 * 4, 99);
+    PutAt<uint32_t>(&b, 4 * 4, 99);
     CheckModel(b, "header field kv_bits = 99 is not supported");
   }
   SECTION("rope_theta NaN") {
-    Put<uint32_t>(&b, 4 * 29, 0x7FC00000u);
+    PutAt<uint32_t>(&b, 4 * 29, 0x7FC00000u);
     CheckModel(b, "header field rope_theta = nan must be finite and >= 1");
   }
   SECTION("rope_theta 0") {
-    Put<float>(&b, 4 * 29, 0.f);
+    PutAt<float>(&b, 4 * 29, 0.f);
     CheckModel(b, "header field rope_theta = 0 must be finite and >= 1");
   }
   SECTION("rope_theta inf") {
-    Put<uint32_t>(&b, 4 * 29, 0x7F800000u);
+    PutAt<uint32_t>(&b, 4 * 29, 0x7F800000u);
     CheckModel(b, "header field rope_theta = inf must be finite");
   }
   SECTION("K/V cache over the limit") {
-    Put<uint32_t>(&b, 4 * 9, 4000);  // num_layers
+    PutAt<uint32_t>(&b, 4 * 9, 4000);  // num_layers
     CheckModel(b, "needs a K/V cache of");
   }
   SECTION("engram order huge") {
-    Put<uint32_t>(&b, 4 * 20, 0x80000000u);
+    PutAt<uint32_t>(&b, 4 * 20, 0x80000000u);
     CheckModel(b, "engram_orders[0] = 2147483648 is out of range [1, 64]");
   }
   SECTION("unused engram order not zero") {
-    Put<uint32_t>(&b, 4 * 22, 5);
+    PutAt<uint32_t>(&b, 4 * 22, 5);
     CheckModel(b, "engram_orders[2] = 5 is unused");
   }
   SECTION("vocab above the limit") {
-    Put<uint32_t>(&b, 4 * 5, (1u << 24) + 1);
+    PutAt<uint32_t>(&b, 4 * 5, (1u << 24) + 1);
     CheckModel(b, "header field vocab = 16777217 is out of range");
   }
   SECTION("num_tensors 2^32-1") {
-    Put<uint32_t>(&b, 4 * 1, 0xFFFFFFFFu);
+    PutAt<uint32_t>(&b, 4 * 1, 0xFFFFFFFFu);
     CheckModel(b, "truncated file: directory of 4294967295 tensors");
   }
 }
@@ -181,7 +171,7 @@ TEST_CASE("corrupt: bit 30 flipped in every header field", "[cli][corrupt]") {
   const auto base = Tiny();
   for (size_t field = 0; field < 30; ++field) {
     auto b = base;
-    Put<uint32_t>(&b, 4 * field, Get<uint32_t>(b, 4 * field) ^ (1u << 30));
+    PutAt<uint32_t>(&b, 4 * field, GetAt<uint32_t>(b, 4 * field) ^ (1u << 30));
     INFO("header field #" << field);
     CheckModel(b, ".cact");  // the path ends in .cact; the message is field-specific
   }
@@ -190,19 +180,19 @@ TEST_CASE("corrupt: bit 30 flipped in every header field", "[cli][corrupt]") {
 TEST_CASE("corrupt: header, codebooks and identity", "[cli][corrupt]") {
   auto b = Tiny();
   SECTION("wrong tag") {
-    Put<uint32_t>(&b, 0, 0x12345678u);
+    PutAt<uint32_t>(&b, 0, 0x12345678u);
     CheckModel(b, "not a Needle 2 .cact file (tag 0x12345678");
   }
   SECTION("Needle 3 tag") {
-    Put<uint32_t>(&b, 0, 0x05E12A84u);
+    PutAt<uint32_t>(&b, 0, 0x05E12A84u);
     CheckModel(b, "this is a Needle 3 file");
   }
   SECTION("codebook_len 27") {
-    Put<uint32_t>(&b, 4 * 2, 27);
+    PutAt<uint32_t>(&b, 4 * 2, 27);
     CheckModel(b, "header field codebook_len = 27");
   }
   SECTION("codebook value NaN") {
-    Put<uint32_t>(&b, 120 + 4 * 5, 0x7FC00000u);
+    PutAt<uint32_t>(&b, 120 + 4 * 5, 0x7FC00000u);
     CheckModel(b, "codebook value #5 is not finite");
   }
 }
@@ -244,61 +234,61 @@ TEST_CASE("corrupt: directory records", "[cli][corrupt]") {
     CheckModel(b, "tensor #1 'layer00.norm_in': ndim 7 > 4");
   }
   SECTION("pad not zero") {
-    Put<uint16_t>(&b, r1 + kRecPad, 1);
+    PutAt<uint16_t>(&b, r1 + kRecPad, 1);
     CheckModel(b, "tensor #1 'layer00.norm_in': directory pad field is 1 (must be 0)");
   }
   SECTION("unused shape dimension not zero") {
-    Put<uint32_t>(&b, r1 + kRecShape + 4 * 2, 5);
+    PutAt<uint32_t>(&b, r1 + kRecShape + 4 * 2, 5);
     CheckModel(b, "tensor #1 'layer00.norm_in': unused shape[2] = 5 (ndim 1; must be 0)");
   }
   SECTION("shape product overflows") {
     b[r1 + kRecNdim] = 4;
-    for (int k = 0; k < 4; ++k) Put<uint32_t>(&b, r1 + kRecShape + 4 * k, 0xFFFFFFFFu);
+    for (int k = 0; k < 4; ++k) PutAt<uint32_t>(&b, r1 + kRecShape + 4 * k, 0xFFFFFFFFu);
     CheckModel(b, "is too large (size overflows 64 bits)");
   }
   SECTION("offset leaves a gap") {
     // The tokenizer moved 64 bytes on (file grown to match): a 64-byte hole of zeros.
     const uint32_t n = NumTensors(b);
     const uint64_t at = BlobOffset(b, n - 1);
-    Put<uint64_t>(&b, Record(n - 1) + kRecOffset, at + 64);
+    PutAt<uint64_t>(&b, Record(n - 1) + kRecOffset, at + 64);
     b.insert(b.begin() + static_cast<std::ptrdiff_t>(at), 64, 0);
     CheckModel(b, "tensor #" + std::to_string(n - 1) + " 'tokenizer': offset " +
                       std::to_string(at + 64) + " leaves a gap");
   }
   SECTION("offset past the previous blob's end overlaps the next") {
-    Put<uint64_t>(&b, r1 + kRecOffset, BlobOffset(b, 1) + 64);
+    PutAt<uint64_t>(&b, r1 + kRecOffset, BlobOffset(b, 1) + 64);
     CheckModel(b, "tensor #2 'layer00.q_proj': offset");
   }
   SECTION("offset not aligned") {
-    Put<uint64_t>(&b, r1 + kRecOffset, BlobOffset(b, 1) + 1);
+    PutAt<uint64_t>(&b, r1 + kRecOffset, BlobOffset(b, 1) + 1);
     CheckModel(b, "is not a multiple of 64");
   }
   SECTION("offset overlaps the previous blob") {
-    Put<uint64_t>(&b, r1 + kRecOffset, BlobOffset(b, 0));
+    PutAt<uint64_t>(&b, r1 + kRecOffset, BlobOffset(b, 0));
     CheckModel(b, "overlaps the previous tensor");
   }
   SECTION("nbytes off by one") {
-    Put<uint64_t>(&b, r1 + kRecNbytes, Get<uint64_t>(b, r1 + kRecNbytes) + 1);
+    PutAt<uint64_t>(&b, r1 + kRecNbytes, GetAt<uint64_t>(b, r1 + kRecNbytes) + 1);
     CheckModel(b, "tensor #1 'layer00.norm_in': nbytes");
   }
   SECTION("FP16 record with a group") {
-    Put<uint32_t>(&b, r1 + kRecGroup, 128);
+    PutAt<uint32_t>(&b, r1 + kRecGroup, 128);
     CheckModel(b, "FP16 record with group 128");
   }
   SECTION("CQ bits 7") {
-    Put<uint32_t>(&b, r0 + kRecBits, 7);
+    PutAt<uint32_t>(&b, r0 + kRecBits, 7);
     CheckModel(b, "tensor #0 'embedding': unknown CQ bits 7");
   }
   SECTION("CQ group 3") {
-    Put<uint32_t>(&b, r0 + kRecGroup, 3);
+    PutAt<uint32_t>(&b, r0 + kRecGroup, 3);
     CheckModel(b, "tensor #0 'embedding': CQ group 3 is not a power of two");
   }
   SECTION("wrong shape for the geometry") {
     // q_norm [head_dim = 64] as [32, 2]: same bytes, wrong shape.
     const size_t r5 = Record(5);
     b[r5 + kRecNdim] = 2;
-    Put<uint32_t>(&b, r5 + kRecShape, 32);
-    Put<uint32_t>(&b, r5 + kRecShape + 4, 2);
+    PutAt<uint32_t>(&b, r5 + kRecShape, 32);
+    PutAt<uint32_t>(&b, r5 + kRecShape + 4, 2);
     CheckModel(b, "tensor #5 'layer00.q_norm' has shape [32, 2], expected [64]");
   }
 }
@@ -340,10 +330,10 @@ TEST_CASE("corrupt: padding, trailing bytes and non-finite values", "[cli][corru
   SECTION("non-zero byte in a gap between blobs") {
     size_t i = 0;  // the first blob followed by padding
     while (i + 1 < n &&
-           BlobOffset(b, i) + Get<uint64_t>(b, Record(i) + kRecNbytes) == BlobOffset(b, i + 1))
+           BlobOffset(b, i) + GetAt<uint64_t>(b, Record(i) + kRecNbytes) == BlobOffset(b, i + 1))
       ++i;
     REQUIRE(i + 1 < n);
-    b[BlobOffset(b, i) + Get<uint64_t>(b, Record(i) + kRecNbytes)] = 0x80;
+    b[BlobOffset(b, i) + GetAt<uint64_t>(b, Record(i) + kRecNbytes)] = 0x80;
     CheckModel(b, "before tensor #" + std::to_string(i + 1) + " '");
     CheckModel(b, "is 0x80 (padding must be zero bytes)");
   }
@@ -356,26 +346,26 @@ TEST_CASE("corrupt: padding, trailing bytes and non-finite values", "[cli][corru
     CheckModel(b, "64 trailing bytes");
   }
   SECTION("NaN in an FP16 norm vector") {
-    Put<uint16_t>(&b, BlobOffset(b, 1) + 2 * 3, 0x7E00);
+    PutAt<uint16_t>(&b, BlobOffset(b, 1) + 2 * 3, 0x7E00);
     CheckModel(b, "tensor #1 'layer00.norm_in': value 3 is nan (must be finite)");
   }
   SECTION("Inf in an FP16 vector") {
-    Put<uint16_t>(&b, BlobOffset(b, 1), 0xFC00);
+    PutAt<uint16_t>(&b, BlobOffset(b, 1), 0xFC00);
     CheckModel(b, "tensor #1 'layer00.norm_in': value 0 is -inf");
   }
   SECTION("NaN in a CQ norm (last norm of the embedding)") {
-    const uint64_t end0 = BlobOffset(b, 0) + Get<uint64_t>(b, Record(0) + kRecNbytes);
-    Put<uint16_t>(&b, end0 - 2, 0x7C01);
+    const uint64_t end0 = BlobOffset(b, 0) + GetAt<uint64_t>(b, Record(0) + kRecNbytes);
+    PutAt<uint16_t>(&b, end0 - 2, 0x7C01);
     CheckModel(b, "tensor #0 'embedding': norm");
   }
   SECTION("unknown probe-head code") {
     // tiny: 61 core tensors, then heads.manifest [2].
-    Put<uint16_t>(&b, BlobOffset(b, 61), 0x4200);  // 3.0
+    PutAt<uint16_t>(&b, BlobOffset(b, 61), 0x4200);  // 3.0
     CheckModel(b, "heads.manifest[0] = 3 is not a known head code");
   }
   SECTION("tokenizer blob: piece count flipped") {
     const uint64_t tok = BlobOffset(b, n - 1);
-    Put<uint32_t>(&b, tok, Get<uint32_t>(b, tok) ^ (1u << 30));
+    PutAt<uint32_t>(&b, tok, GetAt<uint32_t>(b, tok) ^ (1u << 30));
     CheckModel(b, "tokenizer");
   }
 }

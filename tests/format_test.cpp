@@ -17,7 +17,9 @@
 
 using namespace needle;
 using format::CactFile;
+using testing::GetAt;
 using testing::ModelPath;
+using testing::PutAt;
 using testing::ReadBytes;
 using testing::ResidentKbOfMapping;
 
@@ -25,17 +27,6 @@ namespace {
 
 constexpr size_t kDirOffset = 120 + 4 * 28;  // directory of files with codebook_len 28
 constexpr size_t kRecord = 44;
-
-template <class T>
-void Put(std::vector<uint8_t>& b, size_t off, T v) {
-  std::memcpy(b.data() + off, &v, sizeof v);
-}
-template <class T>
-T Get(const std::vector<uint8_t>& b, size_t off) {
-  T v;
-  std::memcpy(&v, b.data() + off, sizeof v);
-  return v;
-}
 
 // Expects parsing `bytes` to throw FormatError whose message contains every fragment.
 void ExpectFormatError(std::vector<uint8_t> bytes, std::initializer_list<const char*> fragments) {
@@ -55,7 +46,7 @@ void ExpectFormatError(std::vector<uint8_t> bytes, std::initializer_list<const c
 TEST_CASE("FP16 tensors: the branch-free span conversion equals F16ToF32 on all 65,536 halves",
           "[format]") {
   std::vector<uint8_t> src(2 * 65536 + 2);
-  for (uint32_t h = 0; h < 65536; ++h) Put(src, 2 + 2 * h, static_cast<uint16_t>(h));
+  for (uint32_t h = 0; h < 65536; ++h) PutAt(&src, 2 + 2 * h, static_cast<uint16_t>(h));
   std::vector<float> out(65536);
   F16ToF32Span(src.data() + 2, out.size(), out.data());  // unaligned source, as in a mapped file
   size_t mismatches = 0;
@@ -67,9 +58,9 @@ TEST_CASE("FP16 tensors: the branch-free span conversion equals F16ToF32 on all 
   // The cases that need care, by value: the smallest subnormal, the largest normal, a NaN payload.
   CHECK(out[0x0001] == 0x1p-24f);
   CHECK(out[0x7bff] == 65504.f);
-  CHECK(Get<uint32_t>(std::vector<uint8_t>(reinterpret_cast<uint8_t*>(&out[0xfe01]),
-                                           reinterpret_cast<uint8_t*>(&out[0xfe01]) + 4),
-                      0) == 0xffc02000u);
+  CHECK(GetAt<uint32_t>(std::vector<uint8_t>(reinterpret_cast<uint8_t*>(&out[0xfe01]),
+                                             reinterpret_cast<uint8_t*>(&out[0xfe01]) + 4),
+                        0) == 0xffc02000u);
 }
 
 TEST_CASE("round trip is byte-identical on every fixture model", "[format]") {
@@ -234,12 +225,12 @@ TEST_CASE("validation: header problems", "[format][validation]") {
   const std::vector<uint8_t> good = ReadBytes(ModelPath("tiny.cact"));
   {
     auto b = good;
-    Put<uint32_t>(b, 0, format::kTagNeedle3);
+    PutAt<uint32_t>(&b, 0, format::kTagNeedle3);
     ExpectFormatError(b, {"Needle 3 file", "0x05E12A84"});
   }
   {
     auto b = good;
-    Put<uint32_t>(b, 0, 0x12345678);
+    PutAt<uint32_t>(&b, 0, 0x12345678);
     ExpectFormatError(b, {"not a Needle 2 .cact file", "0x12345678"});
   }
   ExpectFormatError(std::vector<uint8_t>(good.begin(), good.begin() + 60),
@@ -248,37 +239,38 @@ TEST_CASE("validation: header problems", "[format][validation]") {
                     {"truncated file", "directory of 69 tensors"});
   {
     auto b = good;
-    Put<uint32_t>(b, 4 * 8, 3);  // num_kv_heads 3 does not divide num_heads 2
+    PutAt<uint32_t>(&b, 4 * 8, 3);  // num_kv_heads 3 does not divide num_heads 2
     ExpectFormatError(b, {"num_kv_heads = 3"});
   }
   {
     auto b = good;
-    Put<uint32_t>(b, 4 * 12, 100);  // hada_n not a power of two
+    PutAt<uint32_t>(&b, 4 * 12, 100);  // hada_n not a power of two
     ExpectFormatError(b, {"hada_n 100"});
   }
   {
     auto b = good;
-    Put<uint32_t>(b, 4 * 25, 7);  // engram site beyond the 3 layers
+    PutAt<uint32_t>(&b, 4 * 25, 7);  // engram site beyond the 3 layers
     ExpectFormatError(b, {"engram_sites[0] = 7"});
   }
   {
     auto b = good;
-    Put<uint32_t>(b, 4 * 1, 67);  // tensor count not matching geometry + heads
+    PutAt<uint32_t>(&b, 4 * 1, 67);  // tensor count not matching geometry + heads
     ExpectFormatError(b, {"67 tensors", "not 1 manifest + 3 per probe head"});
   }
   {
     auto b = good;
-    Put<uint32_t>(b, 4 * 1, 66);  // a count the geometry allows (one head), but not this directory
+    PutAt<uint32_t>(&b, 4 * 1,
+                    66);  // a count the geometry allows (one head), but not this directory
     ExpectFormatError(b, {"66 tensors", "tensor #65", "RAW tokenizer", "does not match"});
   }
   {
     auto b = good;
-    Put<uint32_t>(b, 4 * 1, 20);  // fewer tensors than the geometry needs
+    PutAt<uint32_t>(&b, 4 * 1, 20);  // fewer tensors than the geometry needs
     ExpectFormatError(b, {"20 tensors", "needs at least"});
   }
   {
     auto b = good;
-    Put<uint32_t>(b, 4 * 2, 27);
+    PutAt<uint32_t>(&b, 4 * 2, 27);
     ExpectFormatError(b, {"codebook_len = 27"});
   }
 }
@@ -294,22 +286,22 @@ TEST_CASE("validation: directory problems name the tensor", "[format][validation
   }
   {
     auto b = good;
-    Put<uint32_t>(b, q0 + 40, 7);
+    PutAt<uint32_t>(&b, q0 + 40, 7);
     ExpectFormatError(b, {"'layer00.q_proj'", "unknown CQ bits 7"});
   }
   {
     auto b = good;
-    Put<uint64_t>(b, q0 + 28, Get<uint64_t>(b, q0 + 28) + 2);
+    PutAt<uint64_t>(&b, q0 + 28, GetAt<uint64_t>(b, q0 + 28) + 2);
     ExpectFormatError(b, {"'layer00.q_proj'", "nbytes", "inconsistent"});
   }
   {
     auto b = good;
-    Put<uint64_t>(b, q0 + 20, Get<uint64_t>(b, q0 + 20) + 8);
+    PutAt<uint64_t>(&b, q0 + 20, GetAt<uint64_t>(b, q0 + 20) + 8);
     ExpectFormatError(b, {"'layer00.q_proj'", "not a multiple of 64"});
   }
   {
     auto b = good;
-    Put<uint64_t>(b, last + 20, ~uint64_t{0} - 63);  // offset + nbytes overflows u64
+    PutAt<uint64_t>(&b, last + 20, ~uint64_t{0} - 63);  // offset + nbytes overflows u64
     ExpectFormatError(b, {"'tokenizer'", "not within the file"});
   }
   {
@@ -319,8 +311,8 @@ TEST_CASE("validation: directory problems name the tensor", "[format][validation
   }
   {
     auto b = good;
-    Put<uint32_t>(b, q0 + 4, 64);  // q_proj rows 128 -> 64 (nbytes adjusted to stay consistent)
-    Put<uint64_t>(b, q0 + 28, format::CqBlobBytes(64, 128, 128, 2));
+    PutAt<uint32_t>(&b, q0 + 4, 64);  // q_proj rows 128 -> 64 (nbytes adjusted to stay consistent)
+    PutAt<uint64_t>(&b, q0 + 28, format::CqBlobBytes(64, 128, 128, 2));
     ExpectFormatError(b, {"'layer00.q_proj' has shape [64, 128], expected [128, 128]"});
   }
   {
@@ -331,7 +323,7 @@ TEST_CASE("validation: directory problems name the tensor", "[format][validation
   {
     auto b = good;
     // Move tensor #3 onto tensor #2's blob: overlapping data.
-    Put<uint64_t>(b, q0 + kRecord + 20, Get<uint64_t>(b, q0 + 20));
+    PutAt<uint64_t>(&b, q0 + kRecord + 20, GetAt<uint64_t>(b, q0 + 20));
     ExpectFormatError(b, {"'layer00.k_proj'", "overlaps"});
   }
 }
@@ -351,7 +343,7 @@ TEST_CASE("writer validates before writing and never leaves partial files", "[fo
 
 TEST_CASE("validation: malformed tokenizer blob", "[format][validation]") {
   const std::vector<uint8_t> good = ReadBytes(ModelPath("tiny.cact"));
-  const size_t tok = Get<uint64_t>(good, kDirOffset + kRecord * 68 + 20);  // blob offset
+  const size_t tok = GetAt<uint64_t>(good, kDirOffset + kRecord * 68 + 20);  // blob offset
   {
     auto b = good;
     b[tok + 24 + 4] = 9;  // piece 0: type byte
@@ -359,12 +351,12 @@ TEST_CASE("validation: malformed tokenizer blob", "[format][validation]") {
   }
   {
     auto b = good;
-    Put<uint32_t>(b, tok, 9000000);  // n_pieces beyond what the blob can hold
+    PutAt<uint32_t>(&b, tok, 9000000);  // n_pieces beyond what the blob can hold
     ExpectFormatError(b, {"9000000"});
   }
   {
     auto b = good;
-    Put<uint16_t>(b, tok + 24 + 5, 60000);  // piece 0's text length runs past the blob
+    PutAt<uint16_t>(&b, tok + 24 + 5, 60000);  // piece 0's text length runs past the blob
     ExpectFormatError(b, {"piece 0"});
   }
 }

@@ -27,6 +27,8 @@
 
 namespace {
 
+using needle::testing::SameBits;
+
 namespace k = needle::kernels;
 using k::kI8Group;
 
@@ -240,10 +242,6 @@ std::vector<float> RunGemm(const Variant& v, const TestMatrix& t, const std::vec
   std::vector<float> y(n * ldy, -7.25f);
   v.gemm(m, t.cb, acts, b, e, y.data(), ldy);
   return y;
-}
-
-bool SameBits(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
 
 constexpr size_t kTokenCounts[] = {1, 2, 3, 7, 8, 13, 16, 17, 25, 27, 32, 33};

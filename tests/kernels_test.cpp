@@ -29,14 +29,14 @@ constexpr double kReferenceVsDenseRel = 2e-5;  // scalar code-domain product vs 
 constexpr double kIsaVsReferenceRel = 2e-5;    // any ISA vs the scalar reference
 
 // A random CQ matrix with its storage.
-struct TestMatrix {
+struct F32TestMatrix {
   CqMatrix m;
   std::vector<uint8_t> codes, norms;
   std::vector<uint32_t> raw;  // raw code per element [rows, in_pad]
 };
 
-TestMatrix MakeMatrix(size_t rows, size_t cols, size_t group, uint32_t bits, std::mt19937* rng) {
-  TestMatrix t;
+F32TestMatrix MakeMatrix(size_t rows, size_t cols, size_t group, uint32_t bits, std::mt19937* rng) {
+  F32TestMatrix t;
   CqMatrix& m = t.m;
   m.rows = rows;
   m.cols = cols;
@@ -70,7 +70,7 @@ TestMatrix MakeMatrix(size_t rows, size_t cols, size_t group, uint32_t bits, std
 }
 
 // Dense f64 reference: w = (level * norm) @ H per group, y = w . x (x zero-padded).
-std::vector<double> DenseProduct(const TestMatrix& t, const std::vector<float>& x, size_t n) {
+std::vector<double> DenseProduct(const F32TestMatrix& t, const std::vector<float>& x, size_t n) {
   const CqMatrix& m = t.m;
   std::vector<double> y(n * m.rows, 0.0);
   const double s = 1.0 / std::sqrt(static_cast<double>(m.group));
@@ -99,8 +99,8 @@ std::vector<double> DenseProduct(const TestMatrix& t, const std::vector<float>& 
 }
 
 // The largest over outputs (rows [row_begin, row_end), n tokens) of sum |norm * level * x_hat|.
-double LargestTermSum(const TestMatrix& t, const std::vector<float>& x, size_t n, size_t row_begin,
-                      size_t row_end) {
+double LargestTermSum(const F32TestMatrix& t, const std::vector<float>& x, size_t n,
+                      size_t row_begin, size_t row_end) {
   const CqMatrix& m = t.m;
   std::vector<float> x_hat(n * m.in_pad);
   needle::kernels::CqTransformActivations(x.data(), n, m.cols, m.cols, m.group, m.in_pad,
@@ -148,7 +148,7 @@ TEST_CASE("CQ reference product equals dense Hadamard math", "[kernels]") {
       for (size_t cols : {size_t{1}, size_t{7}, size_t{33}, size_t{129}})
         for (size_t rows : {size_t{1}, size_t{5}, size_t{17}}) {
           if (group * bits % 8 != 0) continue;  // rows must be whole bytes (as in the format)
-          const TestMatrix t = MakeMatrix(rows, cols, group, bits, &rng);
+          const F32TestMatrix t = MakeMatrix(rows, cols, group, bits, &rng);
           const size_t n = 3;
           const auto x = RandomActivations(n * cols, &rng);
           const auto dense = DenseProduct(t, x, n);
@@ -172,7 +172,7 @@ TEST_CASE("CqDecodeRow equals the decode by definition bit for bit", "[kernels]"
     for (size_t group : {size_t{1}, size_t{8}, size_t{32}, size_t{128}})
       for (size_t cols : {size_t{1}, size_t{7}, size_t{129}, size_t{300}}) {
         if (group * bits % 8 != 0) continue;
-        const TestMatrix t = MakeMatrix(5, cols, group, bits, &rng);
+        const F32TestMatrix t = MakeMatrix(5, cols, group, bits, &rng);
         const CqMatrix& m = t.m;
         std::vector<float> got(m.cols), scratch(m.in_pad), want(m.in_pad);
         for (size_t r = 0; r < m.rows; ++r) {
@@ -206,7 +206,7 @@ TEST_CASE("every compiled ISA matches the scalar CQ reference on awkward sizes",
         for (size_t i = 0; i < std::size(sizes); i += 2) {
           if (group * bits % 8 != 0) continue;
           const size_t rows = sizes[i], cols = sizes[(i * 7 + bits) % std::size(sizes)];
-          const TestMatrix t = MakeMatrix(rows, cols, group, bits, &rng);
+          const F32TestMatrix t = MakeMatrix(rows, cols, group, bits, &rng);
           // Token counts around every ISA's tile (AVX2 6/8, AVX-512 12) and its remainders.
           for (size_t n :
                {size_t{1}, size_t{3}, size_t{4}, size_t{5}, size_t{9}, size_t{13}, size_t{25}}) {

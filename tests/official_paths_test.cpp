@@ -19,7 +19,7 @@ using namespace needle;
 
 namespace {
 
-struct Variant {
+struct PathVariant {
   const char* name;
   uint32_t head_dim, lanes;
   const char* bits;
@@ -48,12 +48,12 @@ TEST_CASE(
     "official numerics on 3-bit, ternary, head_dim 128 and 2 or 3 lanes: every ISA equals "
     "scalar, and the network equals the f32 path's",
     "[model][official][geometry]") {
-  const Variant variants[] = {
+  const PathVariant variants[] = {
       {"head_dim 128, 3-bit layers", 128, 4, "embedding=4,mhc=4,default=3"},
       {"2 lanes, ternary layers", 64, 2, "embedding=4,mhc=4,default=1.58"},
       {"3 lanes, 2-bit", 64, 3, "embedding=4,mhc=3,default=2"},
   };
-  for (const Variant& v : variants) {
+  for (const PathVariant& v : variants) {
     INFO(v.name);
     testing::TempDir dir;
     convert::SynthOptions o;

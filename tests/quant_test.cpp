@@ -20,8 +20,11 @@
 #include "kernels/wasm/kernels_wasm.h"
 #include "quant/codebooks.h"
 #include "quant/cq.h"
+#include "test_util.h"
 
 namespace {
+
+using needle::testing::FloatBits;
 
 using needle::quant::CqParams;
 using needle::quant::kTernaryBits;
@@ -51,8 +54,6 @@ std::string ToHex(const uint8_t* data, size_t n) {
   }
   return s;
 }
-
-uint32_t Bits(float f) { return std::bit_cast<uint32_t>(f); }
 
 // The reference Hadamard matrix by the Sylvester recursion, in double: H_{2n} = [H H; H -H].
 std::vector<double> SylvesterHadamard(size_t n) {
@@ -132,7 +133,7 @@ TEST_CASE("Lloyd-Max codebooks are bit-identical to codebooks.json", "[quant]") 
       REQUIRE(cb.size() == (size_t{1} << bits));
       for (size_t k = 0; k < cb.size(); ++k) {
         INFO("level " << k);
-        CHECK(Bits(cb[k]) == Bits(want[k].get<float>()));
+        CHECK(FloatBits(cb[k]) == FloatBits(want[k].get<float>()));
       }
       file.insert(file.end(), cb.begin(), cb.end());
     }
@@ -140,7 +141,7 @@ TEST_CASE("Lloyd-Max codebooks are bit-identical to codebooks.json", "[quant]") 
     const std::vector<float> ternary = needle::quant::Levels(file, kTernaryBits, group);
     const auto& want = g.at("ternary");
     REQUIRE(ternary.size() == 3);
-    for (size_t k = 0; k < 3; ++k) CHECK(Bits(ternary[k]) == Bits(want[k].get<float>()));
+    for (size_t k = 0; k < 3; ++k) CHECK(FloatBits(ternary[k]) == FloatBits(want[k].get<float>()));
   }
   CHECK_THROWS_AS(needle::quant::LloydMaxCodebook(5, 128), needle::InvalidInput);
   CHECK_THROWS_AS(needle::quant::LloydMaxCodebook(2, 96), needle::InvalidInput);

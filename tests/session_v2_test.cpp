@@ -47,7 +47,7 @@ const std::map<std::string, Steps>& Open() {
 
 // An envelope as text with the timings cut out. Envelopes are compared as text: they may not be
 // JSON (the engine writes a call's numbers as the model wrote them: "temperature":010).
-std::string Untimed(std::string e) {
+std::string UntimedText(std::string e) {
   const size_t at = e.find(",\"prefill_tps\":");
   const size_t end = e.find(",\"peak_ram_mb\":", at);
   if (at != std::string::npos && end != std::string::npos) {
@@ -93,7 +93,7 @@ void CheckModel(const std::string& model, const std::string& path = "",
               (golden_envelope.find(k) != std::string::npos));
       // Confidence apart (its own list below): the rest of the envelope.
       auto rest = [&](const std::string& e, const std::string& conf) {
-        std::string text = Untimed(e);
+        std::string text = UntimedText(e);
         const size_t at = text.find("\"confidence\":" + conf);
         if (at != std::string::npos) text.erase(at, 13 + conf.size());
         return text;
@@ -196,8 +196,8 @@ void CheckHeldout(const std::string& name) {
     // The tools as the engine got them (key order kept; the spacing does not matter).
     session::Session s(file, {}, "", line["tools"].dump());
     const session::Reply r = s.Respond(line["query"].get<std::string>(), max_tokens);
-    const std::string ours = Untimed(r.EnvelopeJson());
-    const std::string theirs = Untimed(g["reply_text"].get<std::string>());
+    const std::string ours = UntimedText(r.EnvelopeJson());
+    const std::string theirs = UntimedText(g["reply_text"].get<std::string>());
     const std::string conf_ours = ConfidenceText(ours), conf_theirs = ConfidenceText(theirs);
     const std::string calls = g["debug_calls"].is_null() ? "" : g["debug_calls"];
     INFO("line " << g["line"] << ": " << line["query"] << "\n ours:   " << r.calls_text
@@ -251,8 +251,8 @@ void CheckConversations(const std::string& name, const Steps& open) {
     for (size_t si = 0; si < c["inputs"].size(); ++si) {
       const json& g = c["replies"][si];
       const session::Reply r = s.Respond(c["inputs"][si].get<std::string>(), c["max_tokens"]);
-      const std::string ours = Untimed(r.EnvelopeJson());
-      const std::string theirs = Untimed(g["reply_text"].get<std::string>());
+      const std::string ours = UntimedText(r.EnvelopeJson());
+      const std::string theirs = UntimedText(g["reply_text"].get<std::string>());
       const std::string calls = g["debug_calls"].is_null() ? "" : g["debug_calls"];
       INFO("conversation " << ci << " turn " << si << "\n ours:   " << ours
                            << "\n engine: " << theirs);

@@ -4,9 +4,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <bit>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -121,6 +123,25 @@ inline CliResult RunProgram(const std::string& program, const std::vector<std::s
 // Runs the built `needle` binary.
 inline CliResult RunCli(const std::vector<std::string>& args, const std::string& stdin_text = "") {
   return RunProgram(NEEDLE_BINARY, args, stdin_text);
+}
+
+// The T stored at byte `at` of `b` / stores v there (file headers and records in tests).
+template <class T>
+T GetAt(const std::vector<uint8_t>& b, size_t at) {
+  T v;
+  std::memcpy(&v, b.data() + at, sizeof(T));
+  return v;
+}
+template <class T>
+void PutAt(std::vector<uint8_t>* b, size_t at, T v) {
+  std::memcpy(b->data() + at, &v, sizeof(T));
+}
+
+inline uint32_t FloatBits(float f) { return std::bit_cast<uint32_t>(f); }
+
+// Same length and the same bits (not ==: -0.0 and NaN payloads count).
+inline bool SameBits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
 
 }  // namespace needle::testing

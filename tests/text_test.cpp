@@ -77,7 +77,7 @@ std::string ParseError(const std::vector<uint8_t>& blob) {
 }
 
 // Runs a shell command, returns (exit status, stdout).
-std::pair<int, std::string> Run(const std::string& cmd) {
+std::pair<int, std::string> RunShell(const std::string& cmd) {
   std::string out;
   FILE* p = popen(cmd.c_str(), "r");
   REQUIRE(p != nullptr);
@@ -517,25 +517,26 @@ TEST_CASE("response: think, calls, free text, malformed", "[text]") {
 TEST_CASE("cli: tokenize --json and detokenize", "[text][cli]") {
   const std::string bin = NEEDLE_BINARY;
   const std::string model = kData + "/models/tiny.cact";
-  auto [rc, out] = Run(bin + " tokenize --json " + model + " 'Set a timer for 5 minutes.'");
+  auto [rc, out] = RunShell(bin + " tokenize --json " + model + " 'Set a timer for 5 minutes.'");
   REQUIRE(rc == 0);
   const json j = json::parse(out);
   CHECK(IdsOf(j["ids"]) == Ids{795, 286, 585, 394, 8085, 8124, 647, 8107});  // encode.jsonl row 0
   CHECK(j["pieces"][0] == "\xE2\x96\x81Set");
-  std::tie(rc, out) =
-      Run(bin + " tokenize --json --no-dummy-prefix " + model + " 'Set a timer for 5 minutes.'");
+  std::tie(rc, out) = RunShell(bin + " tokenize --json --no-dummy-prefix " + model +
+                               " 'Set a timer for 5 minutes.'");
   CHECK(IdsOf(json::parse(out)["ids"]) == Ids{407, 286, 585, 394, 8085, 8124, 647, 8107});
-  std::tie(rc, out) = Run("printf 'a\\nb b\\n' | " + bin + " tokenize --batch " + model);
+  std::tie(rc, out) = RunShell("printf 'a\\nb b\\n' | " + bin + " tokenize --batch " + model);
   CHECK(rc == 0);
   CHECK(out == "[286]\n[360,360]\n");  // == Encode("a"), Encode("b b") in SentencePiece
-  std::tie(rc, out) = Run(bin + " detokenize " + model + " 795 286 585,394 8085 8124 647 8107");
+  std::tie(rc, out) =
+      RunShell(bin + " detokenize " + model + " 795 286 585,394 8085 8124 647 8107");
   CHECK(rc == 0);
   CHECK(out == "Set a timer for 5 minutes.\n");
-  std::tie(rc, out) = Run(bin + " detokenize " + model + " 5 9000 2>&1");
+  std::tie(rc, out) = RunShell(bin + " detokenize " + model + " 5 9000 2>&1");
   CHECK(rc == static_cast<int>(needle::ErrorKind::kInvalid));
   CHECK(out.find("token id 9000") != std::string::npos);
   CHECK(out.find("8192") != std::string::npos);
-  std::tie(rc, out) = Run(bin + " detokenize " + model + " 5 x1 2>&1");
+  std::tie(rc, out) = RunShell(bin + " detokenize " + model + " 5 x1 2>&1");
   CHECK(rc == static_cast<int>(needle::ErrorKind::kUsage));
   CHECK(out.find("'x1'") != std::string::npos);
 }

@@ -25,13 +25,14 @@
 
 namespace {
 
+using needle::testing::FloatBits;
+
 namespace k = needle::kernels;
 namespace libm = needle::kernels::libm;
 
 constexpr float kInf = std::numeric_limits<float>::infinity();
 
 float FromBits(uint32_t u) { return std::bit_cast<float>(u); }
-uint32_t Bits(float x) { return std::bit_cast<uint32_t>(x); }
 
 // Every table this build and CPU can run (scalar first).
 std::vector<const k::KernelTable*> Tables() {
@@ -110,7 +111,7 @@ std::vector<float> SpecialValues() {
 }
 
 bool Same(float got, float want) {
-  return Bits(got) == Bits(want) || (std::isnan(got) && std::isnan(want));
+  return FloatBits(got) == FloatBits(want) || (std::isnan(got) && std::isnan(want));
 }
 
 // Number of elements where fn(x) differs from ref(x); the first few are reported.
@@ -122,8 +123,8 @@ size_t Mismatches(const char* what, k::ExpfArrayFn fn, float (*ref)(float),
   for (size_t i = 0; i < x.size(); ++i) {
     const float want = ref(x[i]);
     if (!Same(y[i], want) && bad++ < 5)
-      UNSCOPED_INFO(what << "(" << x[i] << " = 0x" << std::hex << Bits(x[i]) << "): got 0x"
-                         << Bits(y[i]) << " want 0x" << Bits(want) << std::dec);
+      UNSCOPED_INFO(what << "(" << x[i] << " = 0x" << std::hex << FloatBits(x[i]) << "): got 0x"
+                         << FloatBits(y[i]) << " want 0x" << FloatBits(want) << std::dec);
   }
   return bad;
 }
@@ -152,9 +153,10 @@ size_t TailFailures(k::ExpfArrayFn fn, float (*ref)(float), const std::vector<fl
         }
         fn(in, y, n);
         for (size_t i = 0; i < n; ++i) bad += Same(y[i], want[i]) ? 0 : 1;
-        for (size_t i = 0; i < kGuard + offset; ++i) bad += Bits(buf[i]) == Bits(guard) ? 0 : 1;
+        for (size_t i = 0; i < kGuard + offset; ++i)
+          bad += FloatBits(buf[i]) == FloatBits(guard) ? 0 : 1;
         for (size_t i = kGuard + offset + n; i < buf.size(); ++i)
-          bad += Bits(buf[i]) == Bits(guard) ? 0 : 1;
+          bad += FloatBits(buf[i]) == FloatBits(guard) ? 0 : 1;
         // (n > 0: memcmp of an empty vector's null data() is undefined, UBSan stops there)
         if (!in_place && n > 0)
           bad += std::memcmp(src.data(), x.data(), n * sizeof(float)) == 0 ? 0 : 1;
@@ -193,38 +195,38 @@ std::vector<float> BitRun(uint32_t first, uint32_t count) {
   return BitStride(first, first + count - 1, 1);
 }
 
-struct Case {
+struct VmathCase {
   const char* name;
   std::vector<float> x;
 };
 
 void CheckFunction(bool expf) {
   float (*ref)(float) = expf ? libm::Expf : libm::Logf;
-  std::vector<Case> cases;
+  std::vector<VmathCase> cases;
   cases.push_back({"engine vectors", EngineInputs(expf ? "expf" : "logf")});
   cases.push_back({"special values", SpecialValues()});
   cases.push_back({"random bits", RandomBits(4 << 20, expf ? 1 : 2)});
   if (expf) {
     cases.push_back({"grid [-110, 90]", Grid(-110.0f, 90.0f, 3 << 20)});
     // Every float of [-110, 90] at a prime stride: all binades, subnormals included.
-    std::vector<float> strided = BitStride(0, Bits(90.0f), 797);
-    const std::vector<float> negative = BitStride(0x80000000u, Bits(-110.0f), 797);
+    std::vector<float> strided = BitStride(0, FloatBits(90.0f), 797);
+    const std::vector<float> negative = BitStride(0x80000000u, FloatBits(-110.0f), 797);
     strided.insert(strided.end(), negative.begin(), negative.end());
     cases.push_back({"bit stride [-110, 90]", strided});
     // Every float next to the range limits and where results turn subnormal or zero.
     std::vector<float> edges;
     for (float v : {88.0f, 0x1.62e42ep6f, -0x1.9fe368p6f, -87.33654f, -88.0f, -100.0f}) {
-      const std::vector<float> run = BitRun(Bits(v) - (1u << 16), 1u << 17);
+      const std::vector<float> run = BitRun(FloatBits(v) - (1u << 16), 1u << 17);
       edges.insert(edges.end(), run.begin(), run.end());
     }
     cases.push_back({"bits around the limits", edges});
   } else {
     cases.push_back({"grid (0, 1e30]", Grid(1e-30f, 1e30f, 1 << 20)});
     cases.push_back({"grid (0, 4]", Grid(1e-7f, 4.0f, 2 << 20)});
-    cases.push_back({"bit stride (0, 1e30]", BitStride(1, Bits(1e30f), 397)});
+    cases.push_back({"bit stride (0, 1e30]", BitStride(1, FloatBits(1e30f), 397)});
     std::vector<float> edges;
-    for (uint32_t first : {0u, 0x00800000u - (1u << 16), Bits(1.0f) - (1u << 16),
-                           Bits(0x1.66p-1f) - (1u << 16), 0x7f800000u - (1u << 16)}) {
+    for (uint32_t first : {0u, 0x00800000u - (1u << 16), FloatBits(1.0f) - (1u << 16),
+                           FloatBits(0x1.66p-1f) - (1u << 16), 0x7f800000u - (1u << 16)}) {
       const std::vector<float> run = BitRun(first, 1u << 17);
       edges.insert(edges.end(), run.begin(), run.end());
     }
@@ -242,7 +244,7 @@ void CheckFunction(bool expf) {
   for (const k::KernelTable* table : tables) {
     const k::ExpfArrayFn fn = expf ? table->expf_array : table->logf_array;
     REQUIRE(fn != nullptr);
-    for (const Case& c : cases) {
+    for (const VmathCase& c : cases) {
       INFO(table->isa << " " << (expf ? "expf" : "logf") << " " << c.name << ": " << c.x.size()
                       << " values");
       CHECK(Mismatches(expf ? "expf" : "logf", fn, ref, c.x) == 0);
@@ -302,7 +304,7 @@ TEST_CASE("the scalar QuantizeI8 rounds like roundf", "[kernels][vmath]") {
       const float s = k::QuantizeI8(v.data(), n, q.data());
       float amax = 0.0f;
       for (float x : v) amax = std::max(amax, std::fabs(x));
-      REQUIRE(Bits(s) == Bits(amax > 0.0f ? amax / 127.0f : 1.0f));
+      REQUIRE(FloatBits(s) == FloatBits(amax > 0.0f ? amax / 127.0f : 1.0f));
       const float inv = 1.0f / s;
       size_t bad = 0;
       for (size_t i = 0; i < n; ++i)
@@ -338,7 +340,7 @@ TEST_CASE("quantize_i8 equals QuantizeI8 on every ISA", "[kernels][vmath]") {
           std::vector<int8_t> got(n + 8 + offset, 0x5a);
           const float s = table->quantize_i8(src.data() + offset, n, got.data() + offset);
           INFO(table->isa << " " << kind << " n=" << n << " offset=" << offset);
-          CHECK(Bits(s) == Bits(want_s));
+          CHECK(FloatBits(s) == FloatBits(want_s));
           CHECK(std::memcmp(got.data() + offset, want.data(), n + 8) == 0);  // guard bytes too
           for (size_t i = 0; i < offset; ++i) CHECK(got[i] == 0x5a);
         }
@@ -371,7 +373,9 @@ std::vector<float> SinkhornInput(const char* kind, size_t n, size_t count, std::
   return p;
 }
 
-bool SameFloat(float a, float b) { return (std::isnan(a) && std::isnan(b)) || Bits(a) == Bits(b); }
+bool SameFloat(float a, float b) {
+  return (std::isnan(a) && std::isnan(b)) || FloatBits(a) == FloatBits(b);
+}
 
 }  // namespace
 
@@ -433,7 +437,7 @@ TEST_CASE("the reference sinkhorn makes finite matrices doubly stochastic", "[ke
     }
     std::vector<float> e = in;
     k::SinkhornReference(e.data(), n, count, 0, scratch.data());
-    for (size_t i = 0; i < e.size(); ++i) CHECK(Bits(e[i]) == Bits(libm::Expf(in[i])));
+    for (size_t i = 0; i < e.size(); ++i) CHECK(FloatBits(e[i]) == FloatBits(libm::Expf(in[i])));
   }
 }
 

@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/error.h"
+#include "format/atomic_file.h"
 
 namespace needle::cli {
 
@@ -110,21 +111,6 @@ bool OnPath(const std::string& program) {
   return false;
 }
 
-// A temporary folder removed with everything in it when this goes out of scope.
-struct TempDir {
-  std::filesystem::path path;
-  TempDir() {
-    std::string tmpl = (std::filesystem::temp_directory_path() / "needle-official-XXXXXX").string();
-    if (::mkdtemp(tmpl.data()) == nullptr)
-      Fail<IoError>("cannot create a temporary folder for the official engine");
-    path = tmpl;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path, ec);
-  }
-};
-
 void WriteText(const std::filesystem::path& p, const std::string& text) {
   std::ofstream f(p, std::ios::binary);
   f << text;
@@ -164,14 +150,14 @@ OfficialBench::OfficialBench(std::string pkg_dir) : pkg_dir_(std::move(pkg_dir))
 // Runs the script with these arguments (a text argument is written to a file in the script's
 // folder and passed by path); returns its stdout's non-empty lines, each a JSON object.
 std::vector<nlohmann::json> OfficialBench::RunScript(const std::vector<ScriptArg>& args) const {
-  const TempDir dir;
-  WriteText(dir.path / "bench.cjs", kScript);
-  std::string cmd = fmt::format("node {} {}", ShellQuote((dir.path / "bench.cjs").string()),
+  const format::TempDir dir("needle-official");
+  WriteText(dir.path() / "bench.cjs", kScript);
+  std::string cmd = fmt::format("node {} {}", ShellQuote((dir.path() / "bench.cjs").string()),
                                 ShellQuote(pkg_dir_));
   for (size_t i = 0; i < args.size(); ++i) {
     std::string arg = args[i].value;
     if (args[i].as_file) {
-      const auto file = dir.path / fmt::format("arg{}.txt", i);
+      const auto file = dir.path() / fmt::format("arg{}.txt", i);
       WriteText(file, arg);
       arg = file.string();
     }

@@ -72,27 +72,6 @@ struct BenchArgs {
 // The session scenario's query when none is given: a typical single-call request.
 constexpr const char* kDefaultSessionQuery = "What is the weather like in Paris today?";
 
-// A private folder for the session bench's prefix snapshots, removed with its contents.
-class TempDir {
- public:
-  TempDir() {
-    std::string pattern = (std::filesystem::temp_directory_path() / "needle-bench-XXXXXX").string();
-    if (::mkdtemp(pattern.data()) == nullptr)
-      Fail<IoError>("cannot create a temporary folder {}: {}", pattern, std::strerror(errno));
-    path_ = pattern;
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
-
 // Deterministic prompt of ordinary (non-special) token ids.
 std::vector<int32_t> MakePrompt(uint32_t vocab, int n, uint32_t seed) {
   std::mt19937 rng(seed);
@@ -164,7 +143,7 @@ void RunSessionBench(const BenchArgs& a, const std::vector<std::string>& models,
       a.queries.empty() ? std::vector<std::string>{kDefaultSessionQuery} : a.queries;
   if (a.session_tools.empty()) Fail<UsageError>("--session needs a tools file");
   const std::vector<int> budgets = a.gen_tokens_given ? a.gen_tokens : std::vector<int>{256};
-  const TempDir cache;
+  const format::TempDir cache("needle-bench");  // the session bench's prefix snapshots
   report::SessionBenchWriter writer(report::ParseBenchFormat(a.json ? "json" : a.output),
                                     std::move(sys));
   auto emit = [](const std::string& text) {
@@ -195,7 +174,7 @@ void RunSessionBench(const BenchArgs& a, const std::vector<std::string>& models,
               cfg.numerics = model::ParseNumericPath(numerics);
               cfg.kernels = &kernels::KernelsFor(isa);
               session::SessionConfig cached_cfg = cfg;
-              cached_cfg.prefix_cache_dir = cache.path();
+              cached_cfg.prefix_cache_dir = cache.path().string();
               std::filesystem::remove_all(cache.path());  // this point's first init writes it
 
               report::SessionBenchRecord r;
@@ -240,7 +219,7 @@ void RunSessionBench(const BenchArgs& a, const std::vector<std::string>& models,
                   cached_s = watch.Seconds();
                   if (!s.prefix_from_cache())
                     Fail<IoError>("the tools prefix snapshot in {} was not read back ({})",
-                                  cache.path(), model_path);
+                                  cache.path().string(), model_path);
                 }
                 if (rep < 0) continue;
                 r.load_s.push_back(load_s);

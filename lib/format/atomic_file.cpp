@@ -73,4 +73,16 @@ void WriteFileAtomic(const std::string& path, std::span<const uint8_t> bytes, bo
   f.Commit();
 }
 
+TempDir::TempDir(const std::string& prefix) {
+  std::string pattern = (std::filesystem::temp_directory_path() / (prefix + "-XXXXXX")).string();
+  if (::mkdtemp(pattern.data()) == nullptr)
+    Fail<IoError>("cannot create a temporary folder {}: {}", pattern, std::strerror(errno));
+  path_ = pattern;
+}
+
+TempDir::~TempDir() {
+  std::error_code ec;
+  std::filesystem::remove_all(path_, ec);
+}
+
 }  // namespace needle::format

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <filesystem>
 #include <span>
 #include <string>
 
@@ -33,5 +34,19 @@ class AtomicFile {
 // Writes `bytes` to `path` atomically.
 void WriteFileAtomic(const std::string& path, std::span<const uint8_t> bytes,
                      bool overwrite = true);
+
+// A fresh private folder under the system's temporary directory ("<prefix>-XXXXXX"), removed with
+// its contents when this goes out of scope. IoError if it cannot be created.
+class TempDir {
+ public:
+  explicit TempDir(const std::string& prefix);
+  ~TempDir();
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const std::filesystem::path& path() const { return path_; }
+
+ private:
+  std::filesystem::path path_;
+};
 
 }  // namespace needle::format

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <array>
+#include <bit>
 #include <cmath>
 #include <mutex>
 
@@ -37,8 +38,6 @@ T PairwiseSum(const T* a, size_t n) {
   n2 -= n2 % 8;
   return PairwiseSum(a, n2) + PairwiseSum(a + n2, n - n2);
 }
-
-bool IsPowerOfTwo(uint32_t v) { return v != 0 && (v & (v - 1)) == 0; }
 
 }  // namespace
 
@@ -137,7 +136,7 @@ std::vector<double> FitLloydMaxGaussian(uint32_t bits, uint32_t iterations, uint
 
 std::vector<float> LloydMaxCodebook(uint32_t bits, uint32_t group) {
   if (bits < 2 || bits > 4) Fail<InvalidInput>("CQ codebook: bits {} not in 2..4", bits);
-  if (!IsPowerOfTwo(group))
+  if (!std::has_single_bit(group))
     Fail<InvalidInput>("CQ codebook: group {} is not a power of two", group);
   static std::mutex mutex;
   static std::array<std::vector<double>, 5> fitted;  // by bits

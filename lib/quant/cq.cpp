@@ -43,8 +43,6 @@ constexpr LaneSigns MakeLaneSigns() {
 }
 constexpr LaneSigns kLaneSigns = MakeLaneSigns();
 
-bool IsPowerOfTwo(uint64_t v) { return v != 0 && (v & (v - 1)) == 0; }
-
 size_t LevelCount(uint32_t record_bits) {
   return record_bits == kTernaryBits ? 3 : size_t{1} << record_bits;
 }
@@ -105,7 +103,8 @@ float NormOf(std::span<const uint8_t> blob, const CqParams& p, uint64_t row, uin
 }  // namespace
 
 void CheckParams(const CqParams& p) {
-  if (!IsPowerOfTwo(p.group)) Fail<InvalidInput>("CQ: group {} is not a power of two", p.group);
+  if (!std::has_single_bit(p.group))
+    Fail<InvalidInput>("CQ: group {} is not a power of two", p.group);
   if (p.record_bits < 2 || p.record_bits > kTernaryBits) {
     Fail<InvalidInput>("CQ: record bits {} not in 2, 3, 4, 5 (ternary)", p.record_bits);
   }
@@ -151,7 +150,7 @@ void RotateGroupExact(const float* x, uint32_t group, float* out) {
 
 std::vector<float> Levels(std::span<const float> file_codebooks, uint32_t record_bits,
                           uint32_t group) {
-  if (!IsPowerOfTwo(group)) Fail<InvalidInput>("CQ: group {} is not a power of two", group);
+  if (!std::has_single_bit(group)) Fail<InvalidInput>("CQ: group {} is not a power of two", group);
   if (record_bits == kTernaryBits) {
     const float c = static_cast<float>(kTernaryLevel / std::sqrt(static_cast<double>(group)));
     return {-c, 0.0f, c};

@@ -34,6 +34,14 @@ inline size_t OneCharLen(uint8_t c) {
   return kLen[c >> 4];
 }
 
+// Words of at most this many characters are merged by scanning instead of a priority queue.
+constexpr int32_t kSmallWordSymbols = 32;
+
+}  // namespace
+
+// Types of Tokenizer::Scratch's fields: named, not anonymous, since a class with external linkage
+// holds them.
+namespace bpe {
 // A candidate merge of the adjacent symbols `left` and `right` into a piece of `bytes` bytes.
 struct MergeCandidate {
   float score;
@@ -47,11 +55,9 @@ struct MergeOrder {
     return a.score < b.score || (a.score == b.score && a.left > b.left);
   }
 };
-
-// Words of at most this many characters are merged by scanning instead of a priority queue.
-constexpr int32_t kSmallWordSymbols = 32;
-
-}  // namespace
+}  // namespace bpe
+using bpe::MergeCandidate;
+using bpe::MergeOrder;
 
 struct Tokenizer::Symbol {
   uint32_t begin;  // byte offset in the segment
