@@ -19,6 +19,15 @@
 namespace needle::testing {
 
 // (Appended in place: GCC 12's -Warray-bounds misreads string(literal) + "/" + rel once inlined.)
+// Golden session sets (tests/session_test.cpp, session_v2_test.cpp) check every case in the
+// ordinary build and every second case in the sanitizer build (10-15x slower; the same code paths
+// over half the turns: scripts/test-sanitizers.sh).
+#ifdef NEEDLE_SANITIZED
+inline constexpr size_t kSanitizerCaseStride = 2;
+#else
+inline constexpr size_t kSanitizerCaseStride = 1;
+#endif
+
 inline std::string DataPath(const std::string& rel) {
   std::string path = NEEDLE_TEST_DATA;
   path += '/';

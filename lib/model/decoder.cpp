@@ -207,6 +207,22 @@ void Decoder::SetSinkLen(uint32_t n) {
   sink_len_ = n;
 }
 
+template <class State>
+void Decoder::SaveRings(State* s) const {
+  s->engram_ring = conv_;
+  s->token_ring = tokens_;
+  s->pool_stats = pool_stats_;
+  s->pool_acc = pool_acc_;
+}
+
+template <class State>
+void Decoder::LoadRings(const State& s) {
+  conv_ = s.engram_ring;
+  tokens_ = s.token_ring;
+  pool_stats_ = s.pool_stats;
+  pool_acc_ = s.pool_acc;
+}
+
 size_t Decoder::SlotsUsed() const { return std::min<size_t>(position_, capacity_); }
 
 void Decoder::Save(Snapshot* s) const {
@@ -216,10 +232,7 @@ void Decoder::Save(Snapshot* s) const {
   s->kv_window = config_.kv_window;
   s->capacity = capacity_;
   numerics_->SaveKv(SlotsUsed(), &s->kv);
-  s->engram_ring = conv_;
-  s->token_ring = tokens_;
-  s->pool_stats = pool_stats_;
-  s->pool_acc = pool_acc_;
+  SaveRings(s);
 }
 
 void Decoder::Mark(size_t ahead, Checkpoint* c) const {
@@ -236,10 +249,7 @@ void Decoder::Mark(size_t ahead, Checkpoint* c) const {
     if (slot < SlotsUsed()) c->slots.push_back(static_cast<uint32_t>(slot));
   }
   numerics_->SaveSlots(c->slots, &c->kv);
-  c->engram_ring = conv_;
-  c->token_ring = tokens_;
-  c->pool_stats = pool_stats_;
-  c->pool_acc = pool_acc_;
+  SaveRings(c);
 }
 
 void Decoder::Rewind(const Checkpoint& c) {
@@ -248,10 +258,7 @@ void Decoder::Rewind(const Checkpoint& c) {
                        int64_t{position_} - int64_t{c.position}, c.position, c.ahead);
   numerics_->RestoreSlots(c.slots, c.kv);
   position_ = c.position;
-  conv_ = c.engram_ring;
-  tokens_ = c.token_ring;
-  pool_stats_ = c.pool_stats;
-  pool_acc_ = c.pool_acc;
+  LoadRings(c);
 }
 
 void Decoder::Capture(const Snapshot& base, Extension* e) const {
@@ -275,10 +282,7 @@ void Decoder::Capture(const Snapshot& base, Extension* e) const {
   for (uint32_t i = 0; i < count; ++i)
     e->slots.push_back(static_cast<uint32_t>(ring.Slot(base.position + i)));
   numerics_->SaveSlots(e->slots, &e->kv);
-  e->engram_ring = conv_;
-  e->token_ring = tokens_;
-  e->pool_stats = pool_stats_;
-  e->pool_acc = pool_acc_;
+  SaveRings(e);
 }
 
 void Decoder::Replay(const Extension& e) {
@@ -290,10 +294,7 @@ void Decoder::Replay(const Extension& e) {
   if (num_probes_ > 0)
     for (uint32_t i = 0; i < e.count; ++i, ++position_) NotePoolCall(1);
   position_ = e.from + e.count;
-  conv_ = e.engram_ring;
-  tokens_ = e.token_ring;
-  pool_stats_ = e.pool_stats;
-  pool_acc_ = e.pool_acc;
+  LoadRings(e);
 }
 
 void Decoder::Restore(const Snapshot& s) {
@@ -312,10 +313,7 @@ void Decoder::Restore(const Snapshot& s) {
     Fail<InvalidInput>("snapshot KV cache does not match this decoder");
   position_ = s.position;
   sink_len_ = s.sink_len;
-  conv_ = s.engram_ring;
-  tokens_ = s.token_ring;
-  pool_stats_ = s.pool_stats;
-  pool_acc_ = s.pool_acc;
+  LoadRings(s);
   pool_valid_ = true;
   pool_pos_ = s.position;
   pool_hist_len_ = 0;

@@ -196,6 +196,12 @@ class Decoder {
   // cells of token id 0 are skipped (the engine's mask).
   void PoolCells(const int32_t* ids, const float* cells, size_t n, size_t ld);
   size_t SlotsUsed() const;
+  // The engram and token rings and the pooling state into / from a Snapshot, Checkpoint or
+  // Extension (the state besides the KV slots and the position).
+  template <class State>
+  void SaveRings(State* s) const;
+  template <class State>
+  void LoadRings(const State& s);
 
   const Weights* w_;
   format::Geometry geometry_;
