@@ -18,7 +18,7 @@ clang-format --dry-run --Werror "${files[@]}"
 tidy_db() {  # tidy_db DIR CMAKE_ARGS...
   local dir=$1
   shift
-  cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=Release -DNEEDLE_UNITY_BUILD=OFF \
+  cmake -S . -B "$dir" -G Ninja --no-warn-unused-cli -DCMAKE_BUILD_TYPE=Release -DNEEDLE_UNITY_BUILD=OFF \
     -DNEEDLE_PCH=OFF "$@" >/dev/null
   cmake --build "$dir" --target needle_git_commit >/dev/null
 }
