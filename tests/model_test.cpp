@@ -600,17 +600,26 @@ TEST_CASE("official numerics: a prefix snapshot restores the exact state", "[mod
   CHECK_THROWS_AS(reference.Restore(snap), needle::InvalidInput);
 }
 
+namespace {
+// The rewind tests' decoder: a 16-slot window after 8 sinks (a 30-position context wraps the
+// ring, so explored tokens overwrite live slots), with the probe heads' pooling on.
+DecoderConfig RewindConfig(NumericPath path) {
+  DecoderConfig cfg;
+  cfg.path = path;
+  cfg.kv_window = 16;
+  cfg.sink_len = 8;
+  cfg.pool_heads = true;
+  return cfg;
+}
+}  // namespace
+
 TEST_CASE("Mark / Rewind returns to the marked state bit for bit, also across the ring wrap",
           "[model][snapshot]") {
   const auto file = needle::format::CactFile::Open(ModelPath("small.cact"));
   const Model model(file);
   const uint32_t V = model.geometry().vocab;
   for (const NumericPath path : {NumericPath::kOfficial, NumericPath::kF32}) {
-    DecoderConfig cfg;
-    cfg.path = path;
-    cfg.kv_window = 16;
-    cfg.sink_len = 8;
-    cfg.pool_heads = true;
+    const DecoderConfig cfg = RewindConfig(path);
     // 30 positions: the window ring (16 slots) has wrapped, so the explored tokens overwrite
     // slots of positions still visible after the rewind.
     const auto context = Tokens(30, V, 7), explore = Tokens(6, V, 8), after = Tokens(5, V, 9);
@@ -650,11 +659,7 @@ TEST_CASE("Capture / Replay leaves the state that re-feeding the captured tokens
   const uint32_t V = model.geometry().vocab;
   for (const NumericPath path : {NumericPath::kOfficial, NumericPath::kF32}) {
     INFO(needle::model::NumericPathName(path));
-    DecoderConfig cfg;
-    cfg.path = path;
-    cfg.kv_window = 16;
-    cfg.sink_len = 8;
-    cfg.pool_heads = true;
+    const DecoderConfig cfg = RewindConfig(path);
     // 30 positions: the ring has wrapped, the explored tokens overwrite live slots.
     const auto context = Tokens(30, V, 7), best = Tokens(7, V, 8), other = Tokens(5, V, 9);
     Decoder dec(model, cfg), ref(model, cfg);
