@@ -718,6 +718,71 @@ TEST_CASE("Capture / Replay leaves the state that re-feeding the captured tokens
   }
 }
 
+TEST_CASE("StepEach leaves the logits, state and call history of one Step per token",
+          "[model][snapshot]") {
+  // A teacher-forced value (Session::DecodeCall's enum selection): its tokens run as
+  // multi-token passes up to the ring's wrap and one per pass after it.
+  const auto file = needle::format::CactFile::Open(ModelPath("small.cact"));
+  const Model model(file);
+  const uint32_t V = model.geometry().vocab;
+  struct Case {
+    uint32_t window;
+    size_t context, fed;
+  };
+  // Window 16 after 8 sinks: the ring wraps at position 24. No window: 40 tokens cross the
+  // 8-token pass limit five times.
+  const Case cases[] = {{16, 2, 12}, {16, 18, 11}, {16, 30, 6}, {0, 3, 40}};
+  for (const NumericPath path : {NumericPath::kOfficial, NumericPath::kF32})
+    for (const int threads : {1, 2})
+      for (const Case& c : cases) {
+        INFO(needle::model::NumericPathName(path)
+             << " threads " << threads << " window " << c.window << " context " << c.context);
+        DecoderConfig cfg = RewindConfig(path);
+        cfg.kv_window = c.window;
+        cfg.threads = threads;
+        const auto context = Tokens(c.context, V, 11), fed = Tokens(c.fed, V, 12);
+        Decoder dec(model, cfg), ref(model, cfg);
+        std::vector<float> got(c.fed * V), want(c.fed * V);
+        needle::model::Snapshot got_state, want_state, mid;
+        dec.Prefill(context, {});
+        ref.Prefill(context, {});
+        dec.StepEach(fed, got);
+        for (size_t i = 0; i < fed.size(); ++i)
+          ref.Step(fed[i], std::span<float>(want).subspan(i * V, V));
+        CHECK(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)) == 0);
+        dec.Save(&got_state);
+        ref.Save(&want_state);
+        CHECK(got_state.position == want_state.position);
+        CHECK(got_state.kv.kq == want_state.kv.kq);
+        CHECK(got_state.kv.vq == want_state.kv.vq);
+        CHECK(got_state.kv.k_scale == want_state.kv.k_scale);
+        CHECK(got_state.kv.v_scale == want_state.kv.v_scale);
+        CHECK(got_state.kv.k == want_state.kv.k);
+        CHECK(got_state.kv.v == want_state.kv.v);
+        CHECK(got_state.engram_ring == want_state.engram_ring);
+        CHECK(got_state.token_ring == want_state.token_ring);
+        CHECK(got_state.pool_stats == want_state.pool_stats);
+        CHECK(got_state.pool_acc == want_state.pool_acc);
+        // The forward-call history: a rewind to a position inside the fed tokens keeps the probe
+        // cache valid as after single steps (a pass recorded as one call would drop it).
+        Decoder probe(model, cfg);
+        probe.Prefill(context, {});
+        for (size_t i = 0; i + 2 < fed.size(); ++i)
+          probe.Step(fed[i], std::span<float>(want).first(V));
+        probe.Save(&mid);
+        dec.Rewind(mid);
+        ref.Rewind(mid);
+        CHECK(dec.PoolCacheValid() == ref.PoolCacheValid());
+        CHECK(dec.PoolCacheValid());  // the position is among the last 16 call starts
+      }
+  // A wrong buffer size is refused before anything is fed.
+  Decoder dec(model, RewindConfig(NumericPath::kOfficial));
+  std::vector<float> small(V);
+  const auto two = Tokens(2, V, 13);
+  CHECK_THROWS_AS(dec.StepEach(two, small), needle::InvalidInput);
+  CHECK(dec.position() == 0);
+}
+
 TEST_CASE("a decode step attends to the sinks and the window, or to everything without one",
           "[model][window]") {
   // No window: every position up to p.

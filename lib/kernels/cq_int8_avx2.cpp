@@ -285,6 +285,10 @@ void Rows(const Unpacker<kBits>& unpack, const GemmArgs& a, const TokenBlock& tb
 }
 
 template <uint32_t kBits>
+void GemvBits(const CqMatrix& m, const I8Codebook& cb, const I8Acts& acts, size_t row_begin,
+              size_t row_end, float* y);
+
+template <uint32_t kBits>
 void GemmBits(const CqMatrix& m, const I8Codebook& cb, const I8Acts& acts, size_t row_begin,
               size_t row_end, float* y, size_t ldy) {
   const Unpacker<kBits> unpack(cb);
@@ -294,6 +298,15 @@ void GemmBits(const CqMatrix& m, const I8Codebook& cb, const I8Acts& acts, size_
   for (size_t t0 = 0; t0 < acts.n;) {
     const size_t left = acts.n - t0;
     const size_t tokens = left >= 8 ? 8 : left >= 4 ? 4 : left >= 2 ? 2 : 1;
+    if constexpr (kBits != 3) {
+      if (tokens == 1) {
+        // A last single token: the one-token kernel (fewer instructions than a 1 x 8 tile; the
+        // same exact dots and chains).
+        const I8Acts one{acts.q + t0 * acts.in_pad, acts.scales + t0 * groups, 1, acts.in_pad};
+        GemvBits<kBits>(m, cb, one, row_begin, row_end, y + t0 * ldy);
+        break;
+      }
+    }
     for (size_t g0 = 0; g0 < groups; g0 += kGroupBlock) {
       const size_t g1 = std::min(groups, g0 + kGroupBlock);
       StageTokens(acts, groups, t0, tokens, g0, g1, &tb);

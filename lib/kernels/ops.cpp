@@ -280,16 +280,20 @@ NEEDLE_VECTOR_CLONES void Scale(float a, float* x, size_t n) {
 }
 
 NEEDLE_VECTOR_CLONES void Dots16(const float* x, const float* p, size_t n, float* dots) {
-  // The 16 chains are independent: a lane each of one 16-float vector (GCC / Clang vector
-  // extensions: one zmm, two ymm or four xmm per clone), never summed across i out of order.
-  using F16 = float __attribute__((vector_size(64)));
-  F16 acc = {};
+  // The 16 chains are independent: a lane each of four 4-float vectors (GCC / Clang vector
+  // extensions: one register each on SSE, AVX, NEON and WebAssembly SIMD), never summed across i
+  // out of order. (Wider vector types made GCC 12 spill the accumulators to the stack on every
+  // step wherever they were wider than the clone's registers.)
+  using F4 = float __attribute__((vector_size(16)));
+  F4 acc[4] = {};
   for (size_t i = 0; i < n; ++i) {
-    F16 pi;
-    std::memcpy(&pi, p + 16 * i, sizeof pi);
-    acc = x[i] * pi + acc;
+    for (size_t j = 0; j < 4; ++j) {
+      F4 pj;
+      std::memcpy(&pj, p + 16 * i + 4 * j, sizeof pj);
+      acc[j] = x[i] * pj + acc[j];
+    }
   }
-  std::memcpy(dots, &acc, sizeof acc);
+  std::memcpy(dots, acc, sizeof acc);
 }
 
 }  // namespace needle::kernels

@@ -111,7 +111,8 @@ Decoder::Decoder(const Model& model, const DecoderConfig& config)
   Reset();
 }
 
-void Decoder::PoolCells(const int32_t* ids, const float* cells, size_t n, size_t ld) {
+void Decoder::PoolCells(const int32_t* ids, const float* cells, size_t n, size_t ld,
+                        size_t id_stride) {
   // The engine's pooling callback (fn 289): score = (1 / sqrtf(d)) * seq-sum(cell_i * probe_i);
   // a new maximum rescales acc and sum by expf(max - score) (0 while max is the initial -1e30);
   // then w = expf(score - max), sum = sum + w, acc = w * cell + acc. musl expf.
@@ -123,7 +124,7 @@ void Decoder::PoolCells(const int32_t* ids, const float* cells, size_t n, size_t
   // chains (the block's probes element-major), each lane still summing in element order.
   alignas(64) float dots[kProbeBlock];
   for (size_t t = 0; t < n; ++t) {
-    if (ids[t] == 0) continue;
+    if (ids[t * id_stride] == 0) continue;
     const float* cell = cells + t * ld;
     for (size_t k = 0; k < num_probes_; ++k) {
       static_assert(kProbeBlock == 16, "kernels::Dots16 runs 16 chains");
@@ -292,7 +293,7 @@ void Decoder::Replay(const Extension& e) {
                        position_);
   numerics_->RestoreSlots(e.slots, e.kv);
   if (num_probes_ > 0)
-    for (uint32_t i = 0; i < e.count; ++i, ++position_) NotePoolCall(1);
+    for (uint32_t i = 0; i < e.count; ++i) NotePoolCall(e.from + i, 1);
   position_ = e.from + e.count;
   LoadRings(e);
 }
@@ -344,8 +345,7 @@ void Decoder::Rewind(const Snapshot& s) {
   pool_hist_len_ = len;
 }
 
-void Decoder::Prefill(std::span<const int32_t> ids, std::span<float> last_logits,
-                      std::span<float> all_logits) {
+void Decoder::CheckFeed(std::span<const int32_t> ids) const {
   const uint32_t V = geometry_.vocab;
   for (int32_t id : ids)
     if (id < 0 || static_cast<uint32_t>(id) >= V)
@@ -353,6 +353,38 @@ void Decoder::Prefill(std::span<const int32_t> ids, std::span<float> last_logits
   if (config_.kv_window == 0 && position_ + ids.size() > capacity_)
     Fail<InvalidInput>("{} positions exceed the KV cache capacity {} (no window)",
                        position_ + ids.size(), capacity_);
+}
+
+void Decoder::StepEach(std::span<const int32_t> ids, std::span<float> all_logits) {
+  const uint32_t V = geometry_.vocab;
+  CheckFeed(ids);
+  if (all_logits.size() != ids.size() * V)
+    Fail<InvalidInput>("all-logits buffer has {} values, expected {}", all_logits.size(),
+                       ids.size() * V);
+  // With a window, writing position p >= sinks + W evicts p - W, which every earlier position of
+  // the same pass would still see as a step of its own: a pass may only run up to sinks + W.
+  // Passes of at most 8 tokens: a value's tokens are few, and the pass keeps every cell of its
+  // tokens for the pooling (8 x 28 x 512 floats at the official geometry).
+  constexpr uint64_t kMaxPass = 8;
+  const bool blocks = numerics_->BlockMatchesSteps();
+  const uint64_t wrap = config_.kv_window ? uint64_t{sink_len_} + config_.kv_window : UINT64_MAX;
+  bool multi = false;
+  for (size_t t0 = 0; t0 < ids.size();) {
+    size_t n = 1;
+    if (blocks && position_ + uint64_t{1} < wrap)
+      n = static_cast<size_t>(std::min<uint64_t>(
+          {ids.size() - t0, uint64_t{config_.max_batch}, kMaxPass, wrap - position_}));
+    RunBlock(ids.data() + t0, n, all_logits.data() + t0 * V, 0, /*token_calls=*/true);
+    multi = multi || n > 1;
+    t0 += n;
+  }
+  if (multi) ReleaseBlockScratch();
+}
+
+void Decoder::Prefill(std::span<const int32_t> ids, std::span<float> last_logits,
+                      std::span<float> all_logits) {
+  const uint32_t V = geometry_.vocab;
+  CheckFeed(ids);
   if (!last_logits.empty() && last_logits.size() != V)
     Fail<InvalidInput>("logits buffer has {} values, vocab is {}", last_logits.size(), V);
   if (!all_logits.empty() && all_logits.size() != ids.size() * V)
@@ -482,22 +514,23 @@ void Decoder::ForTokenBlocks(size_t n, const Fn& fn) {
   });
 }
 
-void Decoder::NotePoolCall(size_t n) {
+void Decoder::NotePoolCall(uint32_t start, size_t n) {
   // A call that continues where the cache stands records its start (the oldest of kPoolHistory
   // dropped) and moves it on; a gap invalidates.
-  if (pool_valid_ && position_ == pool_pos_) {
+  if (pool_valid_ && start == pool_pos_) {
     if (pool_hist_len_ == kPoolHistory) {
       std::copy(pool_hist_.begin() + 1, pool_hist_.end(), pool_hist_.begin());
       --pool_hist_len_;
     }
-    pool_hist_[pool_hist_len_++] = position_;
-    pool_pos_ = position_ + static_cast<uint32_t>(n);
-  } else if (pool_valid_ && pool_pos_ < position_ + n) {
+    pool_hist_[pool_hist_len_++] = start;
+    pool_pos_ = start + static_cast<uint32_t>(n);
+  } else if (pool_valid_ && pool_pos_ < start + n) {
     pool_valid_ = false;
   }
 }
 
-void Decoder::RunBlock(const int32_t* ids, size_t n, float* logits, size_t logits_from) {
+void Decoder::RunBlock(const int32_t* ids, size_t n, float* logits, size_t logits_from,
+                       bool token_calls) {
   const format::Geometry& g = geometry_;
   const Weights& w = *w_;
   const size_t d = g.d_model, nl = g.lanes, nd = nl * d, hd = g.head_dim;
@@ -512,9 +545,25 @@ void Decoder::RunBlock(const int32_t* ids, size_t n, float* logits, size_t logit
     for (size_t i = 0; i < d; ++i) x0[i] = embed_scale_ * x0[i];
     for (size_t l = 1; l < nl; ++l) std::memcpy(x0 + l * d, x0, d * 4);
   }
+  // Pooling is an online softmax over the cells in the order they come: a call pools cell 0 of
+  // its tokens, then cell 1 of them, and so on; calls of one token each pool token after token.
+  // For those (token_calls) the block's cells are kept and pooled token-major at the end.
+  const size_t cells_per_token = size_t{g.num_layers} + 1;
+  const bool defer_pool = num_probes_ > 0 && token_calls && n > 1;
+  if (defer_pool && step_cells_.size() < n * cells_per_token * d)
+    step_cells_.resize(n * cells_per_token * d);
+  auto pool = [&](size_t cell, const float* cells, size_t ld) {
+    if (!defer_pool) return PoolCells(ids, cells, n, ld);
+    for (size_t t = 0; t < n; ++t)
+      std::memcpy(&step_cells_[(t * cells_per_token + cell) * d], cells + t * ld, d * 4);
+  };
   if (num_probes_ > 0) {
-    NotePoolCall(n);
-    PoolCells(ids, lanes_.data(), n, nd);  // cell 0: the scaled embedding
+    if (token_calls) {
+      for (size_t t = 0; t < n; ++t) NotePoolCall(position_ + static_cast<uint32_t>(t), 1);
+    } else {
+      NotePoolCall(position_, n);
+    }
+    pool(0, lanes_.data(), nd);  // cell 0: the scaled embedding
   }
   // RoPE angles depend only on the position: once per token for every head of every layer.
   for (size_t t = 0; t < n; ++t)
@@ -675,7 +724,7 @@ void Decoder::RunBlock(const int32_t* ids, size_t n, float* logits, size_t logit
     std::swap(lanes_, lanes_next_);
     if (num_probes_ > 0) {  // cell i+1: the lane mean after layer i
       for (size_t t = 0; t < n; ++t) kernels::LaneMean(&lanes_[t * nd], nl, d, &cell_[t * d]);
-      PoolCells(ids, cell_.data(), n, d);
+      pool(li + 1, cell_.data(), d);
     }
   }
 
@@ -689,6 +738,9 @@ void Decoder::RunBlock(const int32_t* ids, size_t n, float* logits, size_t logit
     }
     Project(w.embedding, x_.data(), m, d, 0, g.vocab, logits, g.vocab);
   }
+  if (defer_pool)
+    for (size_t t = 0; t < n; ++t)
+      PoolCells(ids + t, &step_cells_[t * cells_per_token * d], cells_per_token, d, 0);
   // Token history for the next block's n-grams.
   for (size_t t = 0; t < n; ++t) tokens_[(position_ + t) % token_ring_] = ids[t];
   position_ += static_cast<uint32_t>(n);

@@ -118,6 +118,13 @@ class Decoder {
                std::span<float> all_logits = {});
   // One token: Prefill of a single id.
   void Step(int32_t id, std::span<float> logits) { Prefill({&id, 1}, logits); }
+  // Step for each id in turn, the logits after every id in `all_logits` ([ids.size(), vocab]):
+  // the same bits, state and forward-call bookkeeping as that many Step calls (a teacher-forced
+  // value whose tokens are known in advance), computed in multi-token passes of up to 8
+  // tokens where a pass gives those bits: the path computes a token the same in a block as alone
+  // (ForwardNumerics::BlockMatchesSteps) and no position of the pass overwrites the slot of a key
+  // that an earlier position of it sees (until the ring wraps). Elsewhere one token per pass.
+  void StepEach(std::span<const int32_t> ids, std::span<float> all_logits);
 
   // The output of probe head `head` (index into Weights::heads) pooled over every cell fed so far
   // (requires config.pool_heads): contrastive -> L2-normalized embedding (out_dim values),
@@ -168,10 +175,14 @@ class Decoder {
   }
 
  private:
-  // Runs n <= max_batch tokens at positions position_.. (one forward call) and advances position_.
-  void RunBlock(const int32_t* ids, size_t n, float* logits, size_t logits_from);
-  // The engine's probe-cache bookkeeping for a forward call of n tokens at position_ (fn 67).
-  void NotePoolCall(size_t n);
+  // Runs n <= max_batch tokens at positions position_.. and advances position_: one forward call,
+  // or with `token_calls` n calls of one token each for the engine's call bookkeeping (StepEach).
+  void RunBlock(const int32_t* ids, size_t n, float* logits, size_t logits_from,
+                bool token_calls = false);
+  // The engine's probe-cache bookkeeping for a forward call of n tokens at `start` (fn 67).
+  void NotePoolCall(uint32_t start, size_t n);
+  // Validates ids against the vocabulary and the window-less capacity.
+  void CheckFeed(std::span<const int32_t> ids) const;
   void Engram(size_t site, const int32_t* ids, size_t n);
   void ReleaseBlockScratch();
   // The [B, ...] scratch buffers (eng_kk_ and eng_v_, [sites, B, d], apart).
@@ -192,9 +203,10 @@ class Decoder {
   void Project(const kernels::CqMatrix& m, const float* x, size_t n, size_t ldx, size_t row_begin,
                size_t row_end, float* y, size_t ldy);
   KvRing Ring() const { return {config_.kv_window, sink_len_, capacity_}; }
-  // Adds the cells of n tokens (each d values, row stride ld) to every probe's online softmax;
-  // cells of token id 0 are skipped (the engine's mask).
-  void PoolCells(const int32_t* ids, const float* cells, size_t n, size_t ld);
+  // Adds n cells (each d values, row stride ld) to every probe's online softmax, in order; cell t
+  // belongs to token ids[t * id_stride] (0: all to ids[0]); cells of token id 0 are skipped (the
+  // engine's mask).
+  void PoolCells(const int32_t* ids, const float* cells, size_t n, size_t ld, size_t id_stride = 1);
   size_t SlotsUsed() const;
   // The engram and token rings and the pooling state into / from a Snapshot, Checkpoint or
   // Extension (the state besides the KV slots and the position).
@@ -235,7 +247,8 @@ class Decoder {
   uint32_t pool_pos_ = 0;
   std::array<uint32_t, kPoolHistory> pool_hist_{};
   size_t pool_hist_len_ = 0;
-  std::vector<float> cell_;  // [B, d] lane means
+  std::vector<float> cell_;        // [B, d] lane means
+  std::vector<float> step_cells_;  // [B, layers + 1, d] a StepEach pass's cells (grown on use)
 
   // Scratch, sized for max_batch tokens (B).
   std::vector<float> rope_freqs_;               // [head_dim / 2]

@@ -133,6 +133,11 @@ class ForwardNumerics {
   virtual void Attention(size_t layer, const KvRing& ring, uint32_t pos0, size_t n, const float* q,
                          const float* k, const float* v, float* o) = 0;
 
+  // Whether a token of a multi-token call gets the same bits as in a call of its own, as long as
+  // the call evicts no key one of its earlier tokens sees (Decoder::StepEach): each token's
+  // products, norms and attention chains are then the same operations in the same order.
+  virtual bool BlockMatchesSteps() const = 0;
+
   // Copies the K/V of the first `used` slots of every layer into / out of a snapshot.
   virtual void SaveKv(size_t used, KvState* state) const = 0;
   // Returns false if the state does not fit this path and capacity.

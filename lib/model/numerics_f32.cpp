@@ -166,6 +166,9 @@ class F32Numerics final : public ForwardNumerics {
       }
   }
 
+  // Each token writes its K/V and attends in turn (per-position windows), and the f32 products
+  // compute each token's chains alone: a call of n tokens is n steps.
+  bool BlockMatchesSteps() const override { return true; }
   size_t KvBytesPerSlot() const override { return 2 * ctx_.geometry->kv_dim() * sizeof(float); }
 
   void ReleaseBlockScratch() override { ReleaseTail(x_hat_, x_hat_.size() / ctx_.max_batch); }

@@ -524,6 +524,9 @@ class OfficialNumerics final : public ForwardNumerics {
       }
   }
 
+  // The int8 products give each token the same bits whatever the call's size (every ISA, against
+  // the scalar reference); attention differs only by the chunk-level window, which StepEach avoids.
+  bool BlockMatchesSteps() const override { return true; }
   size_t KvBytesPerSlot() const override {
     const size_t kvd = ctx_.geometry->kv_dim();
     return 2 * (kvd + 4 * (kvd / kKvBlock));

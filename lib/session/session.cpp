@@ -725,12 +725,15 @@ void Session::DecodeCall(TurnState& t, bool require_call) {
           for (int32_t id : ids) ok = ok && tc.Advance(g, probe, id);
           if (!ok || ids.empty()) continue;
           decoder_->Rewind(branch_snapshot_);
-          std::copy(branch_logits_.begin(), branch_logits_.end(), logits_.begin());
-          double score = 0;
-          for (size_t i = 0; i < ids.size(); ++i) {
-            score += LogSoftmaxAt(logits_, ids[i]);
-            if (i + 1 < ids.size()) Feed(ids[i]);
-          }
+          // Every token but the last is fed for the next one's log p: known in advance, they run
+          // as one multi-token pass (Decoder::StepEach: the bits of one call per token).
+          const size_t V = logits_.size(), fed = ids.size() - 1;
+          value_logits_.resize(fed * V);
+          decoder_->StepEach({ids.data(), fed}, value_logits_);
+          double score = LogSoftmaxAt(branch_logits_, ids[0]);
+          for (size_t i = 1; i < ids.size(); ++i)
+            score +=
+                LogSoftmaxAt(std::span<const float>(value_logits_).subspan((i - 1) * V, V), ids[i]);
           if (pc.trace)
             report::Log(report::LogSeverity::kTrace, "enum grounding: {:?} sum log p {:.6f}", v,
                         score);
@@ -849,7 +852,15 @@ void Session::DecodeCall(TurnState& t, bool require_call) {
         for (size_t i = 0; i < best_ids.size(); ++i) {
           t.dc = std::min(t.dc, best_probs[i]);
           commit(best_ids[i], /*counted=*/i == 0,
-                 /*feed=*/!best_captured || i + 1 == best_ids.size());
+                 /*feed=*/best_captured && i + 1 == best_ids.size());
+        }
+        if (!best_captured) {
+          // A dead end fed all its tokens: known now, they are fed again in multi-token passes.
+          const size_t V = logits_.size();
+          value_logits_.resize(best_ids.size() * V);
+          decoder_->StepEach(best_ids, value_logits_);
+          std::copy(value_logits_.end() - static_cast<std::ptrdiff_t>(V), value_logits_.end(),
+                    logits_.begin());
         }
         t.full_logits = true;
         continue;

@@ -207,6 +207,7 @@ class Session {
   bool fresh_ = true;  // no turn since the prefix
   bool last_turn_had_calls_ = false;
   std::vector<float> logits_, branch_logits_;
+  std::vector<float> value_logits_;  // [tokens - 1, vocab] a teacher-forced enum value's steps
   std::vector<uint8_t> allowed_, text_allowed_;
   std::vector<uint8_t> value_start_list_;  // the engine's candidate list at a value start
   // Text tokens by first byte (the engine's table for its per-state candidate lists) and the
