@@ -138,7 +138,9 @@ Result Run(const AttentionVariant& var, const Case& c) {
 
 TEST_CASE("attend_i8: every ISA gives the reference's bits", "[kernels][attention]") {
   const std::vector<AttentionVariant> variants = AttentionVariants();
-  const size_t layouts[][2] = {{2, 1}, {4, 2}, {8, 4}, {8, 8}};
+  // 12 heads: a full vector of 8 and a masked tail of 4 (with 12 kv heads and head_dim 128 the
+  // tail's scales come from a gather).
+  const size_t layouts[][2] = {{2, 1}, {4, 2}, {8, 4}, {8, 8}, {12, 4}, {12, 12}};
   const size_t counts[] = {1, 2, 3, 7, 8, 15, 16, 17, 63, 64, 65, 276, 300};
   std::mt19937 rng(20240611);
   size_t cases = 0;
@@ -158,7 +160,7 @@ TEST_CASE("attend_i8: every ISA gives the reference's bits", "[kernels][attentio
           }
           ++cases;
         }
-  CHECK(cases == 4 * 2 * 13 * 2);
+  CHECK(cases == 6 * 2 * 13 * 2);
 }
 
 TEST_CASE("attend_i8: views of some kv heads (the ring's row) give the full call's bits",

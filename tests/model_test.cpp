@@ -603,6 +603,22 @@ TEST_CASE("official numerics: a prefix snapshot restores the exact state", "[mod
 namespace {
 // The rewind tests' decoder: a 16-slot window after 8 sinks (a 30-position context wraps the
 // ring, so explored tokens overwrite live slots), with the probe heads' pooling on.
+// Every part of two decoders' saved states is the same (position, K/V of either path, rings,
+// pooling).
+void CheckSameState(const needle::model::Snapshot& got, const needle::model::Snapshot& want) {
+  CHECK(got.position == want.position);
+  CHECK(got.kv.kq == want.kv.kq);
+  CHECK(got.kv.vq == want.kv.vq);
+  CHECK(got.kv.k_scale == want.kv.k_scale);
+  CHECK(got.kv.v_scale == want.kv.v_scale);
+  CHECK(got.kv.k == want.kv.k);
+  CHECK(got.kv.v == want.kv.v);
+  CHECK(got.engram_ring == want.engram_ring);
+  CHECK(got.token_ring == want.token_ring);
+  CHECK(got.pool_stats == want.pool_stats);
+  CHECK(got.pool_acc == want.pool_acc);
+}
+
 DecoderConfig RewindConfig(NumericPath path) {
   DecoderConfig cfg;
   cfg.path = path;
@@ -687,17 +703,7 @@ TEST_CASE("Capture / Replay leaves the state that re-feeding the captured tokens
     ref.Save(&want_state);
 
     CHECK(std::memcmp(got.data(), want.data(), V * sizeof(float)) == 0);
-    CHECK(got_state.position == want_state.position);
-    CHECK(got_state.kv.kq == want_state.kv.kq);
-    CHECK(got_state.kv.vq == want_state.kv.vq);
-    CHECK(got_state.kv.k_scale == want_state.kv.k_scale);
-    CHECK(got_state.kv.v_scale == want_state.kv.v_scale);
-    CHECK(got_state.kv.k == want_state.kv.k);
-    CHECK(got_state.kv.v == want_state.kv.v);
-    CHECK(got_state.engram_ring == want_state.engram_ring);
-    CHECK(got_state.token_ring == want_state.token_ring);
-    CHECK(got_state.pool_stats == want_state.pool_stats);
-    CHECK(got_state.pool_acc == want_state.pool_acc);
+    CheckSameState(got_state, want_state);
     CHECK(dec.PoolCacheValid() == ref.PoolCacheValid());
     // The engine's forward-call history too: a later rewind to a replayed position keeps the
     // probe cache valid exactly when it does after re-feeding.
@@ -752,17 +758,7 @@ TEST_CASE("StepEach leaves the logits, state and call history of one Step per to
         CHECK(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)) == 0);
         dec.Save(&got_state);
         ref.Save(&want_state);
-        CHECK(got_state.position == want_state.position);
-        CHECK(got_state.kv.kq == want_state.kv.kq);
-        CHECK(got_state.kv.vq == want_state.kv.vq);
-        CHECK(got_state.kv.k_scale == want_state.kv.k_scale);
-        CHECK(got_state.kv.v_scale == want_state.kv.v_scale);
-        CHECK(got_state.kv.k == want_state.kv.k);
-        CHECK(got_state.kv.v == want_state.kv.v);
-        CHECK(got_state.engram_ring == want_state.engram_ring);
-        CHECK(got_state.token_ring == want_state.token_ring);
-        CHECK(got_state.pool_stats == want_state.pool_stats);
-        CHECK(got_state.pool_acc == want_state.pool_acc);
+        CheckSameState(got_state, want_state);
         // The forward-call history: a rewind to a position inside the fed tokens keeps the probe
         // cache valid as after single steps (a pass recorded as one call would drop it).
         Decoder probe(model, cfg);

@@ -106,8 +106,9 @@ void AttendX86(const I8Queries& q, const I8KvView& kv, const uint32_t* slots, si
   }
   const size_t H8 = H / kHeadLanes * kHeadLanes;
   // Per entry e = b * H + h: offsets of the query / key block, the kv scale index, the VNNI bias.
+  // (8 spare entries: the last heads' masked vector reads up to 7 entries past E.)
   alignas(32) uint32_t q_off[kAttendMaxRow], k_off[kAttendMaxRow];
-  alignas(32) int32_t scale_idx[kAttendMaxRow], bias[kAttendMaxRow];
+  alignas(32) int32_t scale_idx[kAttendMaxRow + 8], bias[kAttendMaxRow];
   for (size_t e = 0; e < E; ++e) {
     const size_t b = e / H, h = e % H, g = h / group;
     q_off[e] = static_cast<uint32_t>(h * hd + b * kAttendBlock);
@@ -115,11 +116,14 @@ void AttendX86(const I8Queries& q, const I8KvView& kv, const uint32_t* slots, si
     scale_idx[e] = static_cast<int32_t>(g * nb + b);
     bias[e] = Isa::Bias(q.q + q_off[e]);
   }
-  for (size_t e = E; e % 8 != 0; ++e) bias[e] = 0;  // the last reduction's unused lanes
+  for (size_t e = E; e % 8 != 0; ++e) bias[e] = 0;      // the last reduction's unused lanes
+  for (size_t e = E; e < E + 8; ++e) scale_idx[e] = 0;  // masked lanes: an in-range scale
   const typename Isa::ScaleMask scale_mask = Isa::MakeScaleMask(scales);
+  const __m256i tail_mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(H - H8)),
+                                               _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
 
   // 1. Scores, key-major [count, H].
-  alignas(32) int32_t row[kAttendMaxRow];
+  alignas(32) int32_t row[kAttendMaxRow + 8] = {};
   const size_t E8 = E / 8 * 8;
   for (size_t i = 0; i < count; ++i) {
     const size_t slot = slots[i];
@@ -154,7 +158,8 @@ void AttendX86(const I8Queries& q, const I8KvView& kv, const uint32_t* slots, si
     }
     float* srow = scores + i * H;
     const typename Isa::ScaleTable table = Isa::LoadScales(ks, scales, scale_mask);
-    for (size_t h = 0; h < H8; h += kHeadLanes) {
+    // The score chains of heads h .. h + 7, a lane each (over the blocks in order).
+    auto chains = [&](size_t h) {
       __m256 acc = _mm256_setzero_ps();
       for (size_t b = 0; b < nb; ++b) {
         const size_t e = b * H + h;
@@ -163,14 +168,13 @@ void AttendX86(const I8Queries& q, const I8KvView& kv, const uint32_t* slots, si
             _mm256_cvtepi32_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + e)));
         acc = _mm256_add_ps(_mm256_mul_ps(dot, Isa::PickScales(table, ks, scales, idx)), acc);
       }
-      _mm256_storeu_ps(srow + h, _mm256_mul_ps(acc, _mm256_loadu_ps(q.qse + h)));
-    }
-    for (size_t h = H8; h < H; ++h) {
-      float acc = 0.f;
-      for (size_t b = 0; b < nb; ++b)
-        acc = static_cast<float>(row[b * H + h]) * ks[scale_idx[b * H + h]] + acc;
-      srow[h] = acc * q.qse[h];
-    }
+      return acc;
+    };
+    for (size_t h = 0; h < H8; h += kHeadLanes)
+      _mm256_storeu_ps(srow + h, _mm256_mul_ps(chains(h), _mm256_loadu_ps(q.qse + h)));
+    if (H8 < H)  // the last H - H8 heads in the low lanes, the others masked off (never used)
+      _mm256_maskstore_ps(srow + H8, tail_mask,
+                          _mm256_mul_ps(chains(H8), _mm256_maskload_ps(q.qse + H8, tail_mask)));
   }
 
   // 2. Softmax per head (a lane per head): kernels/lane_algorithms.h.
