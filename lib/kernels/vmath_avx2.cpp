@@ -192,11 +192,61 @@ void Sinkhorn4(float* P, int rounds) {
     for (size_t h = 0; h < 2; ++h) _mm256_storeu_ps(P + 16 * c + 8 * h, Expf8(v[c][h]));
 }
 
+// 8 x 8 transpose of rows r[0..7] in place.
+inline void Transpose8(__m256* r) {
+  __m256 t[8], u[8];
+  for (size_t i = 0; i < 4; ++i) {
+    t[2 * i] = _mm256_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm256_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+  }
+  for (size_t i = 0; i < 2; ++i) {
+    u[4 * i] = _mm256_shuffle_ps(t[4 * i], t[4 * i + 2], 0x44);
+    u[4 * i + 1] = _mm256_shuffle_ps(t[4 * i], t[4 * i + 2], 0xEE);
+    u[4 * i + 2] = _mm256_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0x44);
+    u[4 * i + 3] = _mm256_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0xEE);
+  }
+  for (size_t i = 0; i < 4; ++i) {
+    r[i] = _mm256_permute2f128_ps(u[i], u[i + 4], 0x20);
+    r[i + 4] = _mm256_permute2f128_ps(u[i], u[i + 4], 0x31);
+  }
+}
+
+// Sinkhorn of 8 matrices with a matrix per lane (a prefill block's): x[4 r + c] holds element
+// (r, c) of all eight, so every line's elements are whole vectors and each Expf8 / Logf8 serves
+// eight lines, none of them repeated. Per lane the operations of Sinkhorn4: max from -1e30 in
+// element order, exp(v - m), the sum in element order, v - (m + log(sum)); rows, then columns.
+void Sinkhorn4x8(float* P, int rounds) {
+  __m256 x[16];
+  for (size_t j = 0; j < 8; ++j)
+    for (size_t h = 0; h < 2; ++h) x[8 * h + j] = _mm256_loadu_ps(P + 16 * j + 8 * h);
+  Transpose8(x);  // x[e] = element e of the eight matrices, e < 8
+  Transpose8(x + 8);
+  auto line = [&x](size_t first, size_t stride) {
+    __m256 m = _mm256_set1_ps(-1e30f);
+    for (size_t k = 0; k < 4; ++k) m = _mm256_max_ps(x[first + k * stride], m);
+    __m256 e[4];
+    for (size_t k = 0; k < 4; ++k) e[k] = Expf8(_mm256_sub_ps(x[first + k * stride], m));
+    const __m256 lse = _mm256_add_ps(m, Logf8(LineSum(e)));
+    for (size_t k = 0; k < 4; ++k)
+      x[first + k * stride] = _mm256_sub_ps(x[first + k * stride], lse);
+  };
+  for (int round = 0; round < rounds; ++round) {
+    for (size_t r = 0; r < 4; ++r) line(4 * r, 1);  // rows
+    for (size_t c = 0; c < 4; ++c) line(c, 4);      // columns
+  }
+  for (__m256& v : x) v = Expf8(v);
+  Transpose8(x);
+  Transpose8(x + 8);
+  for (size_t j = 0; j < 8; ++j)
+    for (size_t h = 0; h < 2; ++h) _mm256_storeu_ps(P + 16 * j + 8 * h, x[8 * h + j]);
+}
+
 }  // namespace
 
 void SinkhornAvx2(float* P, size_t n, size_t count, int rounds, float* scratch) {
   if (n != 4) return SinkhornArrays(&ExpfArrayAvx2, &LogfArrayAvx2, P, n, count, rounds, scratch);
   size_t c = 0;
+  for (; c + 8 <= count; c += 8) Sinkhorn4x8(P + 16 * c, rounds);
   for (; c + 2 <= count; c += 2) Sinkhorn4<2>(P + 16 * c, rounds);
   if (c < count) Sinkhorn4<1>(P + 16 * c, rounds);
 }
