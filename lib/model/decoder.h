@@ -94,7 +94,7 @@ struct Extension {
 
 // One conversation's decoding state plus all scratch memory. Not thread-safe; one per thread.
 // After construction Prefill/Step allocate
-// nothing on the heap.
+// nothing on the heap (StepEach grows one buffer for its passes' cells on first use).
 class Decoder {
  public:
   Decoder(const Model& model, const DecoderConfig& config);
