@@ -1,6 +1,7 @@
 // Shared helpers for tests: fixture paths, temp dirs, running the needle CLI and capturing output.
 #pragma once
 
+#include <fcntl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -12,6 +13,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <span>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -64,6 +66,36 @@ inline long ResidentKbOfMapping(const void* p) {
     }
   }
   return -1;
+}
+
+// Bytes of the whole pages inside [p, p + n) that this process has mapped in (the present bit of
+// /proc/self/pagemap; mincore would report the page cache, which pread also fills), or -1 if
+// pagemap cannot be read.
+inline long ResidentBytesOfRange(const void* p, size_t n) {
+  const auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const auto addr = reinterpret_cast<uintptr_t>(p);
+  const uintptr_t first = (addr + page - 1) / page, last = (addr + n) / page;
+  if (last <= first) return 0;
+  std::vector<uint64_t> entries(last - first);
+  const int fd = ::open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  const auto bytes = static_cast<ssize_t>(entries.size() * sizeof(uint64_t));
+  const ssize_t got = ::pread(fd, entries.data(), entries.size() * sizeof(uint64_t),
+                              static_cast<off_t>(first * sizeof(uint64_t)));
+  ::close(fd);
+  if (got != bytes) return -1;
+  long resident = 0;
+  for (uint64_t e : entries) resident += (e >> 63) ? static_cast<long>(page) : 0;
+  return resident;
+}
+
+// Reads one byte of every 4 KiB page of `bytes` (a mapping's pages become resident), returning
+// their sum so the reads cannot be dropped.
+inline unsigned TouchPages(std::span<const uint8_t> bytes) {
+  unsigned sum = 0;
+  for (size_t i = 0; i < bytes.size(); i += 4096)
+    sum += *static_cast<const volatile uint8_t*>(&bytes[i]);
+  return sum;
 }
 
 inline std::vector<uint8_t> ReadBytes(const std::string& path) {

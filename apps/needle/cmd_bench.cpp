@@ -151,7 +151,7 @@ void RunSessionBench(const BenchArgs& a, const std::vector<std::string>& models,
     std::fflush(stdout);
   };
   emit(writer.Begin());
-  const auto mode = a.no_mmap ? format::LoadMode::kRead : format::LoadMode::kMmapPrefault;
+  const auto mode = a.no_mmap ? format::LoadMode::kRead : format::LoadMode::kMmap;
   for (const std::string& model_path : models) {
     std::string sha;
     uint64_t model_bytes = 0;
@@ -292,7 +292,7 @@ void RunBench(const BenchArgs& a) {
   for (const std::string& model_path : models) {
     // Load = open + weight views, timed -r times (one sample varied 2-24 ms on a shared VM): the
     // median; the last load serves the points.
-    const auto mode = a.no_mmap ? format::LoadMode::kRead : format::LoadMode::kMmapPrefault;
+    const auto mode = a.no_mmap ? format::LoadMode::kRead : format::LoadMode::kMmap;
     std::vector<double> load_samples;
     for (int i = 1; i < a.repetitions; ++i) {
       report::Stopwatch watch;

@@ -34,7 +34,7 @@ struct EmbedArgs {
 
 format::CactFile OpenModel(const EmbedArgs& a) {
   return format::CactFile::Open(
-      a.model.path, a.model.no_mmap ? format::LoadMode::kRead : format::LoadMode::kMmapPrefault);
+      a.model.path, a.model.no_mmap ? format::LoadMode::kRead : format::LoadMode::kMmap);
 }
 
 // Threads, numeric path and ISA of the heads' decoder.

@@ -88,7 +88,7 @@ void Eval(const EvalArgs& a) {
     Fail<InvalidInput>("{}: no requests (the file has no non-blank line)", data_label);
 
   const format::CactFile file = format::CactFile::Open(
-      a.model.path, a.model.no_mmap ? format::LoadMode::kRead : format::LoadMode::kMmapPrefault);
+      a.model.path, a.model.no_mmap ? format::LoadMode::kRead : format::LoadMode::kMmap);
   const uint32_t max_seq_len = file.geometry().max_seq_len;
   if (a.max_tokens > static_cast<int64_t>(max_seq_len))
     Fail<UsageError>("-n/--max-tokens {} is above the model's max_seq_len {} ({})", a.max_tokens,

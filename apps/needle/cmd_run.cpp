@@ -385,7 +385,7 @@ void Run(RunArgs& a) {
   ValidateTools(tools_json, a.tools_path);
   report::Stopwatch load;
   const format::CactFile file = format::CactFile::Open(
-      a.model.path, a.model.no_mmap ? format::LoadMode::kRead : format::LoadMode::kMmapPrefault);
+      a.model.path, a.model.no_mmap ? format::LoadMode::kRead : format::LoadMode::kMmap);
   if (a.max_tokens > static_cast<int64_t>(file.geometry().max_seq_len))
     Fail<UsageError>("-n/--max-tokens {} is above the model's max_seq_len {} ({})", a.max_tokens,
                      file.geometry().max_seq_len, a.model.path);

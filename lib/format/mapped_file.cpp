@@ -81,11 +81,6 @@ MappedFile::MappedFile(const std::string& path, LoadMode mode) : label_(path) {
       mapped_ = true;
       fd_ = f.fd;  // kept for ReadAt
       f.fd = -1;
-      if (mode == LoadMode::kMmapPrefault) {
-        // Best effort: an older kernel (EINVAL) just faults pages in on first touch.
-        constexpr int kPopulateRead = 22;  // MADV_POPULATE_READ, Linux 5.14
-        (void)::madvise(p, size, kPopulateRead);
-      }
       return;
     }
   }
