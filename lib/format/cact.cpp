@@ -73,9 +73,10 @@ std::span<const float> CactFile::codebook(uint32_t bits) const {
 }
 
 const TensorInfo* CactFile::find(std::string_view name) const {
-  for (const auto& t : tensors_)
-    if (t.name == name) return &t;
-  return nullptr;
+  const auto it = std::lower_bound(
+      by_name_.begin(), by_name_.end(), name,
+      [this](uint32_t i, std::string_view n) { return std::string_view(tensors_[i].name) < n; });
+  return it != by_name_.end() && tensors_[*it].name == name ? &tensors_[*it] : nullptr;
 }
 
 const TensorInfo& CactFile::tensor(std::string_view name) const {
@@ -422,6 +423,11 @@ void CactFile::Parse() {
           {kind, static_cast<uint32_t>(P), static_cast<uint32_t>(out), ip, ip + 1, ip + 2});
     }
   }
+
+  by_name_.resize(tensors_.size());
+  for (uint32_t i = 0; i < by_name_.size(); ++i) by_name_[i] = i;
+  std::sort(by_name_.begin(), by_name_.end(),
+            [this](uint32_t a, uint32_t b) { return tensors_[a].name < tensors_[b].name; });
 
   // The exact layout (FORMAT.md), checked once the structure is known so that a wrong count or
   // shape is reported as such: each blob at align64(end of the previous), zero gap bytes, no

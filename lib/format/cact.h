@@ -194,6 +194,9 @@ class CactFile {
   Geometry geometry_;
   std::vector<float> codebooks_;
   std::vector<TensorInfo> tensors_;
+  // Indices of tensors_ sorted by name: find() is a binary search (a model's weights look up ~400
+  // names at load; a linear scan of string compares was ~9% of the load).
+  std::vector<uint32_t> by_name_;
   std::vector<HeadInfo> heads_;
   std::shared_ptr<const TokenizerBlob> tokenizer_;
 };
