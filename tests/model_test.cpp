@@ -643,43 +643,6 @@ DecoderConfig RewindConfig(NumericPath path) {
 }
 }  // namespace
 
-TEST_CASE("Mark / Rewind returns to the marked state bit for bit, also across the ring wrap",
-          "[model][snapshot]") {
-  const auto file = needle::format::CactFile::Open(ModelPath("small.cact"));
-  const Model model(file);
-  const uint32_t V = model.geometry().vocab;
-  for (const NumericPath path : {NumericPath::kOfficial, NumericPath::kF32}) {
-    const DecoderConfig cfg = RewindConfig(path);
-    // 30 positions: the window ring (16 slots) has wrapped, so the explored tokens overwrite
-    // slots of positions still visible after the rewind.
-    const auto context = Tokens(30, V, 7), explore = Tokens(6, V, 8), after = Tokens(5, V, 9);
-    Decoder dec(model, cfg), fresh(model, cfg);
-    dec.Prefill(context, {});
-    needle::model::Checkpoint mark;
-    dec.Mark(explore.size(), &mark);
-    CHECK(mark.slots.size() == explore.size());  // every one of them held a live position
-    std::vector<float> explored(V), got(V), want(V);
-    dec.Prefill(explore, explored);
-    dec.Rewind(mark);
-    CHECK(dec.position() == context.size());
-    dec.Prefill(after, got);
-    fresh.Prefill(context, {});
-    fresh.Prefill(after, want);
-    INFO(needle::model::NumericPathName(path));
-    CHECK(std::memcmp(got.data(), want.data(), V * sizeof(float)) == 0);
-    CHECK(std::memcmp(got.data(), explored.data(), V * sizeof(float)) != 0);  // it can fail
-    const size_t head = 0;
-    std::vector<float> e1(model.weights().heads[head].out_dim), e2(e1.size());
-    dec.HeadOutput(head, e1);
-    fresh.HeadOutput(head, e2);
-    CHECK(std::memcmp(e1.data(), e2.data(), e1.size() * sizeof(float)) == 0);
-    // More positions than the mark allowed: refused.
-    dec.Mark(2, &mark);
-    dec.Prefill(explore, {});
-    CHECK_THROWS_AS(dec.Rewind(mark), needle::InvalidInput);
-  }
-}
-
 TEST_CASE("Capture / Replay leaves the state that re-feeding the captured tokens leaves",
           "[model][snapshot]") {
   // The branch winner's path (Session::DecodeCall): explore, capture the best, explore others,

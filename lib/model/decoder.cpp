@@ -236,32 +236,6 @@ void Decoder::Save(Snapshot* s) const {
   SaveRings(s);
 }
 
-void Decoder::Mark(size_t ahead, Checkpoint* c) const {
-  c->position = position_;
-  c->sink_len = sink_len_;
-  c->ahead = ahead;
-  c->slots.clear();
-  const KvRing ring = Ring();
-  // Only slots that hold an earlier position get overwritten; fresh slots need no copy.
-  for (size_t i = 0; i < ahead; ++i) {
-    const uint64_t pos = uint64_t{position_} + i;
-    if (pos >= capacity_ && config_.kv_window == 0) break;  // Prefill refuses these anyway
-    const size_t slot = ring.Slot(static_cast<uint32_t>(pos));
-    if (slot < SlotsUsed()) c->slots.push_back(static_cast<uint32_t>(slot));
-  }
-  numerics_->SaveSlots(c->slots, &c->kv);
-  SaveRings(c);
-}
-
-void Decoder::Rewind(const Checkpoint& c) {
-  if (position_ < c.position || position_ - c.position > c.ahead || sink_len_ != c.sink_len)
-    Fail<InvalidInput>("rewind: {} positions fed since the mark at {}, which allowed {}",
-                       int64_t{position_} - int64_t{c.position}, c.position, c.ahead);
-  numerics_->RestoreSlots(c.slots, c.kv);
-  position_ = c.position;
-  LoadRings(c);
-}
-
 void Decoder::Capture(const Snapshot& base, Extension* e) const {
   const KvRing ring = Ring();
   if (base.path != config_.path || base.capacity != capacity_ ||

@@ -69,18 +69,6 @@ struct Snapshot {
   std::vector<float> pool_stats, pool_acc;  // probe-head pooling state (if pooling)
 };
 
-// A cheap rewind point (Decoder::Mark): the decoder's state and only the KV slots that the next
-// `ahead` positions will write. Reusable: its buffers keep their capacity.
-struct Checkpoint {
-  uint32_t position = 0, sink_len = 0;
-  size_t ahead = 0;
-  std::vector<uint32_t> slots;  // the slots of positions [position, position + ahead) still held
-  KvState kv;                   // their previous contents
-  std::vector<float> engram_ring;
-  std::vector<int32_t> token_ring;
-  std::vector<float> pool_stats, pool_acc;
-};
-
 // The positions fed since a Save (Decoder::Capture), to put back after rewinding to that Save
 // instead of feeding them again (Decoder::Replay): the winner of a branch exploration. Reusable.
 struct Extension {
@@ -130,12 +118,6 @@ class Decoder {
   // (requires config.pool_heads): contrastive -> L2-normalized embedding (out_dim values),
   // confidence -> one raw logit. Throws InvalidInput without pooling or without cells.
   void HeadOutput(size_t head, std::span<float> out) const;
-
-  // Mark(ahead) then up to `ahead` more positions fed, then Rewind: back to the marked state, bit
-  // for bit, copying only what those positions overwrote (a branch exploration). Rewind throws
-  // InvalidInput if more than `ahead` positions were fed since the mark.
-  void Mark(size_t ahead, Checkpoint* checkpoint) const;
-  void Rewind(const Checkpoint& checkpoint);
 
   void Save(Snapshot* snapshot) const;
   // Captures the positions fed since `base` (a Save of this decoder: same sinks, and fewer
@@ -208,7 +190,7 @@ class Decoder {
   // engine's mask).
   void PoolCells(const int32_t* ids, const float* cells, size_t n, size_t ld, size_t id_stride = 1);
   size_t SlotsUsed() const;
-  // The engram and token rings and the pooling state into / from a Snapshot, Checkpoint or
+  // The engram and token rings and the pooling state into / from a Snapshot or
   // Extension (the state besides the KV slots and the position).
   template <class State>
   void SaveRings(State* s) const;

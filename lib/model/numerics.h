@@ -144,7 +144,7 @@ class ForwardNumerics {
   virtual bool RestoreKv(size_t used, const KvState& state) = 0;
 
   // Copies the K/V of the given slots of every layer into `state` ([layers, slots.size(), ...])
-  // / back from it: the part of the cache that a few more tokens can overwrite (Decoder::Mark).
+  // / back from it: the slots of the positions a branch winner wrote (Decoder::Capture / Replay).
   virtual void SaveSlots(std::span<const uint32_t> slots, KvState* state) const = 0;
   virtual void RestoreSlots(std::span<const uint32_t> slots, const KvState& state) = 0;
 
