@@ -62,9 +62,9 @@ struct KvRing {
   }
 };
 
-// Data a numeric path derives from the weights alone (e.g. the official path's int8 φ rows),
-// built once per model by the first decoder that asks and shared by every later one, across
-// threads. Owned by the Model; entries live as long as it (or the decoders holding them).
+// Data derived from the model file alone (the official path's int8 φ rows and tiled matrices,
+// the sessions' tokenizer), built once per model by the first user that asks and shared by every
+// later one, across threads. Owned by the Model; entries live as long as it (or their holders).
 class DerivedData {
  public:
   // The entry under `key`, built by `build` (returning T) when absent. Concurrent first calls

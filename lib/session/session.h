@@ -184,7 +184,9 @@ class Session {
 
   const format::CactFile& file_;
   SessionConfig config_;
-  text::Tokenizer tokenizer_;
+  // The model's tokenizer, built once per model (model::DerivedData) and shared by its sessions.
+  std::shared_ptr<const text::Tokenizer> shared_tokenizer_;
+  const text::Tokenizer& tokenizer_;
   text::PromptRenderer renderer_;
   std::shared_ptr<const model::Model> model_;
   std::string tools_text_;
