@@ -157,7 +157,7 @@ TEST_CASE("envelope keys come in the engine's order", "[session]") {
   CHECK(text.find(",\"prefill_tps\":") != std::string::npos);
 }
 
-TEST_CASE("sessions of one model share its tokenizer; sessions of two models do not",
+TEST_CASE("sessions of one model share its tokenizer, sessions of two models do not",
           "[session]") {
   const format::CactFile file = format::CactFile::Open(ModelPath("tiny.cact"));
   const auto model = std::make_shared<const model::Model>(file);
