@@ -157,14 +157,13 @@ TEST_CASE("envelope keys come in the engine's order", "[session]") {
   CHECK(text.find(",\"prefill_tps\":") != std::string::npos);
 }
 
-TEST_CASE("sessions of one model share its tokenizer, sessions of two models do not",
-          "[session]") {
+TEST_CASE("sessions of one model share its tokenizer, sessions of two models do not", "[session]") {
   const format::CactFile file = format::CactFile::Open(ModelPath("tiny.cact"));
   const auto model = std::make_shared<const model::Model>(file);
   const session::SessionConfig cfg;
   session::Session a(file, model, cfg, "", "[]");
   session::Session b(file, model, cfg, "", "[]");
-  CHECK(&a.tokenizer() == &b.tokenizer());  // built once, by the first session
+  CHECK(&a.tokenizer() == &b.tokenizer());    // built once, by the first session
   session::Session own(file, cfg, "", "[]");  // a model of its own
   CHECK(&own.tokenizer() != &a.tokenizer());
   const std::string query = "set a timer for 5 minutes";
