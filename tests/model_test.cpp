@@ -756,6 +756,135 @@ TEST_CASE("StepEach leaves the logits, state and call history of one Step per to
   CHECK(dec.position() == 0);
 }
 
+TEST_CASE(
+    "branch passes give every branch token the bits of its own steps and the adopted "
+    "branch the state of re-feeding it",
+    "[model][snapshot]") {
+  // Session::DecodeCall's value-start branching: the candidates grow side by side, one pass per
+  // depth with a token of every branch still open. The reference explores them one after the
+  // other from a rewind (the engine's way), captures the winner and replays it.
+  const auto file = needle::format::CactFile::Open(ModelPath("small.cact"));
+  const Model model(file);
+  const uint32_t V = model.geometry().vocab;
+  struct Case {
+    uint32_t window;
+    size_t context;
+    int adopt;
+  };
+  // Window 16 after 8 sinks: wrapped before the branch point (30), wrapping during the branches
+  // (20: positions 20..26), not yet (5); no window. Branches of 5, 2, 7 and 17 tokens: the last
+  // one's 17 calls push the branch point out of the engine's call history (kPoolHistory), which
+  // drops the probe cache at the rewind after it.
+  const Case cases[] = {{16, 30, 2}, {16, 20, 0}, {16, 5, -1}, {0, 9, 1}};
+  const std::vector<std::vector<int32_t>> seqs = {Tokens(5, V, 21), Tokens(2, V, 22),
+                                                  Tokens(7, V, 23), Tokens(17, V, 25)};
+  for (const NumericPath path : {NumericPath::kOfficial, NumericPath::kF32})
+    for (const int threads : {1, 2})
+      for (const Case& c : cases) {
+        INFO(needle::model::NumericPathName(path)
+             << " threads " << threads << " window " << c.window << " context " << c.context);
+        DecoderConfig cfg = RewindConfig(path);
+        cfg.kv_window = c.window;
+        cfg.threads = threads;
+        cfg.branch_width = 4;
+        cfg.branch_tokens = 17;
+        const auto context = Tokens(c.context, V, 20);
+        Decoder dec(model, cfg), ref(model, cfg);
+        needle::model::Snapshot base, got_state, want_state;
+        needle::model::Extension ext;
+        ref.Prefill(context, {});
+        ref.Save(&base);
+        std::vector<std::vector<float>> want(seqs.size());
+        for (size_t b = 0; b < seqs.size(); ++b) {
+          ref.Rewind(base);
+          want[b].resize(seqs[b].size() * V);
+          for (size_t i = 0; i < seqs[b].size(); ++i)
+            ref.Step(seqs[b][i], std::span<float>(want[b]).subspan(i * V, V));
+          if (static_cast<int>(b) == c.adopt) ref.Capture(base, &ext);
+        }
+        ref.Rewind(base);
+        if (c.adopt >= 0) ref.Replay(ext);
+
+        dec.Prefill(context, {});
+        dec.BeginBranches(seqs.size());
+        std::vector<float> got;
+        size_t compared = 0;
+        for (size_t k = 0; k < 17; ++k) {
+          std::vector<uint32_t> live;
+          std::vector<int32_t> ids;
+          for (size_t b = 0; b < seqs.size(); ++b)
+            if (k < seqs[b].size()) {
+              live.push_back(static_cast<uint32_t>(b));
+              ids.push_back(seqs[b][k]);
+            }
+          got.assign(live.size() * V, 0.f);
+          dec.StepBranches(live, ids, got);
+          for (size_t j = 0; j < live.size(); ++j) {
+            INFO("branch " << live[j] << " depth " << k);
+            CHECK(std::memcmp(&got[j * V], &want[live[j]][k * V], V * sizeof(float)) == 0);
+            ++compared;
+          }
+        }
+        CHECK(compared == 31);
+        CHECK(dec.position() == static_cast<uint32_t>(c.context));  // untouched while exploring
+        for (size_t b = 0; b < seqs.size(); ++b) CHECK(dec.BranchDepth(b) == seqs[b].size());
+        dec.EndBranches(c.adopt);
+        CHECK(dec.position() == ref.position());
+        dec.Save(&got_state);
+        ref.Save(&want_state);
+        CheckSameState(got_state, want_state);
+        CHECK(dec.PoolCacheValid() == ref.PoolCacheValid());
+        CHECK_FALSE(ref.PoolCacheValid());
+        std::vector<float> head_got(1), head_want(1);
+        dec.HeadOutput(1, head_got);
+        ref.HeadOutput(1, head_want);
+        CHECK(needle::testing::SameBits(head_got, head_want));
+        // The next step and the call history behind it: rewinds inside the adopted positions
+        // and to the branch point keep or drop the probe cache alike.
+        std::vector<float> next_got(V), next_want(V);
+        dec.Step(7, next_got);
+        ref.Step(7, next_want);
+        CHECK(needle::testing::SameBits(next_got, next_want));
+        if (c.adopt >= 0) {
+          Decoder probe(model, cfg);
+          needle::model::Snapshot mid;
+          probe.Prefill(context, {});
+          probe.Step(seqs[c.adopt][0], next_want);
+          probe.Save(&mid);
+          dec.Rewind(mid);
+          ref.Rewind(mid);
+          CHECK(dec.PoolCacheValid() == ref.PoolCacheValid());
+        }
+        dec.Rewind(base);
+        ref.Rewind(base);
+        CHECK(dec.PoolCacheValid() == ref.PoolCacheValid());
+      }
+  // Bad use is refused.
+  DecoderConfig cfg = RewindConfig(NumericPath::kOfficial);
+  cfg.branch_width = 2;
+  cfg.branch_tokens = 2;
+  Decoder dec(model, cfg);
+  std::vector<float> logits(2 * V);
+  const std::vector<uint32_t> both = {0, 1}, first = {0}, twice = {1, 1};
+  const std::vector<int32_t> ids = {5, 6}, one = {5}, bad = {5, static_cast<int32_t>(V)};
+  dec.Prefill(Tokens(3, V, 24), {});
+  CHECK_THROWS_AS(dec.StepBranches(first, one, std::span<float>(logits).first(V)),
+                  needle::InvalidInput);                        // not begun
+  CHECK_THROWS_AS(dec.BeginBranches(3), needle::InvalidInput);  // wider than built for
+  dec.BeginBranches(2);
+  CHECK_THROWS_AS(dec.BeginBranches(2), needle::InvalidInput);  // already under way
+  CHECK_THROWS_AS(dec.StepBranches(both, bad, logits), needle::InvalidInput);
+  CHECK_THROWS_AS(dec.StepBranches(twice, ids, logits), needle::InvalidInput);
+  dec.StepBranches(first, one, std::span<float>(logits).first(V));
+  CHECK_THROWS_AS(dec.StepBranches(both, ids, logits), needle::InvalidInput);  // depths 1 and 0
+  dec.StepBranches(first, one, std::span<float>(logits).first(V));
+  CHECK_THROWS_AS(dec.StepBranches(first, one, std::span<float>(logits).first(V)),
+                  needle::InvalidInput);  // a third position
+  CHECK_THROWS_AS(dec.EndBranches(2), needle::InvalidInput);
+  dec.EndBranches(0);
+  CHECK(dec.position() == 5);
+}
+
 TEST_CASE("a decode step attends to the sinks and the window, or to everything without one",
           "[model][window]") {
   // No window: every position up to p.

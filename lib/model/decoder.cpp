@@ -60,7 +60,8 @@ Decoder::Decoder(const Model& model, const DecoderConfig& config)
   nctx.pool = pool_.get();
   nctx.threads = config_.threads;
   nctx.max_batch = B;
-  nctx.capacity = capacity_;
+  // The branches' slots follow the ring's in every layer.
+  nctx.capacity = capacity_ + size_t{config_.branch_width} * config_.branch_tokens;
   numerics_ =
       config_.path == NumericPath::kOfficial ? MakeOfficialNumerics(nctx) : MakeF32Numerics(nctx);
   conv_.assign(sites * conv_ring_ * d, 0.f);
@@ -111,8 +112,8 @@ Decoder::Decoder(const Model& model, const DecoderConfig& config)
   Reset();
 }
 
-void Decoder::PoolCells(const int32_t* ids, const float* cells, size_t n, size_t ld,
-                        size_t id_stride) {
+void Decoder::PoolCellsInto(float* stats, float* acc_all, const int32_t* ids, const float* cells,
+                            size_t n, size_t ld, size_t id_stride) {
   // The engine's pooling callback (fn 289): score = (1 / sqrtf(d)) * seq-sum(cell_i * probe_i);
   // a new maximum rescales acc and sum by expf(max - score) (0 while max is the initial -1e30);
   // then w = expf(score - max), sum = sum + w, acc = w * cell + acc. musl expf.
@@ -130,9 +131,9 @@ void Decoder::PoolCells(const int32_t* ids, const float* cells, size_t n, size_t
       static_assert(kProbeBlock == 16, "kernels::Dots16 runs 16 chains");
       if (k % kProbeBlock == 0)
         kernels::Dots16(cell, &probes_[(k / kProbeBlock) * d * kProbeBlock], d, dots);
-      float& max = pool_stats_[2 * k];
-      float& sum = pool_stats_[2 * k + 1];
-      float* acc = &pool_acc_[k * d];
+      float& max = stats[2 * k];
+      float& sum = stats[2 * k + 1];
+      float* acc = &acc_all[k * d];
       const float score = inv_sqrt_d_ * dots[k % kProbeBlock];
       if (score > max) {
         const float scale = max <= -1e30f ? 0.f : kernels::libm::Expf(max - score);
@@ -294,29 +295,33 @@ void Decoder::Restore(const Snapshot& s) {
   pool_hist_len_ = 0;
 }
 
-void Decoder::Rewind(const Snapshot& s) {
+void Decoder::RewindPoolCalls(uint32_t position) {
   // fn 78: look for a forward call that started at the target position, newest first; found:
   // the cache goes back to it and the history keeps only the calls before it; an older start
   // (or none) on the way: invalid.
-  bool valid = pool_valid_;
-  uint32_t pos = pool_pos_;
-  size_t len = pool_hist_len_;
-  if (valid && s.position < pos) {
-    valid = false;
-    for (size_t e = len; e-- > 0;) {
-      if (pool_hist_[e] == s.position) {
-        valid = true;
-        pos = s.position;
-        len = e;
+  if (pool_valid_ && position < pool_pos_) {
+    pool_valid_ = false;
+    for (size_t e = pool_hist_len_; e-- > 0;) {
+      if (pool_hist_[e] == position) {
+        pool_valid_ = true;
+        pool_pos_ = position;
+        pool_hist_len_ = e;
         break;
       }
-      if (s.position > pool_hist_[e]) break;
+      if (position > pool_hist_[e]) break;
     }
   }
+}
+
+void Decoder::Rewind(const Snapshot& s) {
+  const bool valid = pool_valid_;
+  const uint32_t pos = pool_pos_;
+  const size_t len = pool_hist_len_;
   Restore(s);
   pool_valid_ = valid;
   pool_pos_ = pos;
   pool_hist_len_ = len;
+  RewindPoolCalls(s.position);
 }
 
 void Decoder::CheckFeed(std::span<const int32_t> ids) const {
@@ -353,6 +358,121 @@ void Decoder::StepEach(std::span<const int32_t> ids, std::span<float> all_logits
     t0 += n;
   }
   if (multi) ReleaseBlockScratch();
+}
+
+void Decoder::BeginBranches(size_t count) {
+  const size_t W = config_.branch_width, T = config_.branch_tokens;
+  if (branches_.active) Fail<InvalidInput>("branches: an exploration is already under way");
+  if (count == 0 || count > W || T == 0)
+    Fail<InvalidInput>("branches: {} requested, the decoder was built for {} of {} positions",
+                       count, W, T);
+  const size_t d = geometry_.d_model, sites = geometry_.engram_sites.size();
+  if (!branches_.conv) {  // first use
+    branches_.depth.resize(W);
+    branches_.ids.resize(W * T);
+    // Uninitialized: only the positions a branch feeds are written (and read).
+    branches_.conv.reset(new float[std::max<size_t>(W * T * sites * d, 1)]);
+    branches_.pool_stats.resize(W * pool_stats_.size());
+    branches_.pool_acc.resize(W * pool_acc_.size());
+    branches_.own.resize(size_t{config_.max_batch} * T);
+  }
+  branches_.base = position_;
+  branches_.count = count;
+  branches_.active = true;
+  for (size_t b = 0; b < count; ++b) {
+    branches_.depth[b] = 0;
+    std::copy(pool_stats_.begin(), pool_stats_.end(),
+              branches_.pool_stats.begin() + static_cast<std::ptrdiff_t>(b * pool_stats_.size()));
+    std::copy(pool_acc_.begin(), pool_acc_.end(),
+              branches_.pool_acc.begin() + static_cast<std::ptrdiff_t>(b * pool_acc_.size()));
+  }
+}
+
+void Decoder::StepBranches(std::span<const uint32_t> branches, std::span<const int32_t> ids,
+                           std::span<float> logits) {
+  const uint32_t V = geometry_.vocab;
+  Branches& br = branches_;
+  if (!br.active) Fail<InvalidInput>("branches: StepBranches outside BeginBranches/EndBranches");
+  if (branches.size() != ids.size() || logits.size() != ids.size() * V)
+    Fail<InvalidInput>("branches: {} branches, {} ids and {} logits (vocab {})", branches.size(),
+                       ids.size(), logits.size(), V);
+  if (ids.empty()) return;
+  for (int32_t id : ids)
+    if (id < 0 || static_cast<uint32_t>(id) >= V)
+      Fail<InvalidInput>("token id {} is outside the vocabulary (size {})", id, V);
+  const uint32_t depth = branches[0] < br.count ? br.depth[branches[0]] : 0;
+  for (size_t i = 0; i < branches.size(); ++i) {
+    const uint32_t b = branches[i];
+    if (b >= br.count || br.depth[b] != depth ||
+        std::find(branches.begin(), branches.begin() + static_cast<std::ptrdiff_t>(i), b) !=
+            branches.begin() + static_cast<std::ptrdiff_t>(i))
+      Fail<InvalidInput>("branches: branch {} is not one of {} distinct branches at depth {}", b,
+                         br.count, depth);
+  }
+  if (depth >= config_.branch_tokens)
+    Fail<InvalidInput>("branches: a branch holds at most {} positions", config_.branch_tokens);
+  if (config_.kv_window == 0 && br.base + depth + 1 > capacity_)
+    Fail<InvalidInput>("{} positions exceed the KV cache capacity {} (no window)",
+                       br.base + depth + 1, capacity_);
+  const size_t T = config_.branch_tokens;
+  for (size_t i = 0; i < branches.size(); ++i) br.ids[branches[i] * T + depth] = ids[i];
+  const size_t B = config_.max_batch;
+  for (size_t i0 = 0; i0 < branches.size(); i0 += B) {
+    const size_t n = std::min(B, branches.size() - i0);
+    RunBlock(ids.data() + i0, n, logits.data() + i0 * V, 0, false, branches.data() + i0);
+  }
+  for (uint32_t b : branches) ++br.depth[b];
+}
+
+void Decoder::EndBranches(int adopt) {
+  Branches& br = branches_;
+  if (!br.active) Fail<InvalidInput>("branches: EndBranches without BeginBranches");
+  if (adopt >= static_cast<int>(br.count))
+    Fail<InvalidInput>("branches: branch {} does not exist ({} began)", adopt, br.count);
+  br.active = false;
+  // The engine's calls: per branch a rewind to the branch point, then one call per token.
+  for (size_t b = 0; b < br.count; ++b) {
+    RewindPoolCalls(br.base);
+    if (num_probes_ > 0)
+      for (uint32_t k = 0; k < br.depth[b]; ++k) NotePoolCall(br.base + k, 1);
+  }
+  RewindPoolCalls(br.base);
+  if (adopt >= 0) {
+    // Replay's state: the branch's K/V into the ring slots of its positions, its engram and
+    // token rings and pooling, position after its last token; the bookkeeping of one call per
+    // token. In position order, so that later positions win where ring slots repeat.
+    const size_t b = static_cast<size_t>(adopt), W = config_.branch_width;
+    const size_t T = config_.branch_tokens, d = geometry_.d_model;
+    const size_t sites = geometry_.engram_sites.size();
+    const uint32_t count = br.depth[b];
+    const KvRing ring = Ring();
+    std::vector<uint32_t>& from = br.own;  // scratch: [count] branch slots, then [count] ring slots
+    from.resize(std::max(from.size(), 2 * size_t{count}));
+    for (uint32_t k = 0; k < count; ++k) {
+      from[k] = static_cast<uint32_t>(capacity_ + k * W + b);
+      from[count + k] = static_cast<uint32_t>(ring.Slot(br.base + k));
+    }
+    numerics_->SaveSlots({from.data(), count}, &br.moved);
+    numerics_->RestoreSlots({from.data() + count, count}, br.moved);
+    for (uint32_t k = 0; k < count; ++k) {
+      const uint32_t p = br.base + k;
+      for (size_t s = 0; s < sites; ++s)
+        std::memcpy(&conv_[(s * conv_ring_ + p % conv_ring_) * d],
+                    &br.conv[((b * T + k) * sites + s) * d], d * 4);
+      tokens_[p % token_ring_] = br.ids[b * T + k];
+      if (num_probes_ > 0) NotePoolCall(p, 1);
+    }
+    std::copy_n(br.pool_stats.begin() + static_cast<std::ptrdiff_t>(b * pool_stats_.size()),
+                pool_stats_.size(), pool_stats_.begin());
+    std::copy_n(br.pool_acc.begin() + static_cast<std::ptrdiff_t>(b * pool_acc_.size()),
+                pool_acc_.size(), pool_acc_.begin());
+    position_ = br.base + count;
+  }
+  // The branches' memory leaves the resident set until the next exploration.
+  uint32_t deepest = 0;
+  for (size_t b = 0; b < br.count; ++b) deepest = std::max(deepest, br.depth[b]);
+  numerics_->ReleaseSlots(capacity_, size_t{deepest} * config_.branch_width);
+  ReleaseBlockScratch();
 }
 
 void Decoder::Prefill(std::span<const int32_t> ids, std::span<float> last_logits,
@@ -415,14 +535,22 @@ void Decoder::Project(const kernels::CqMatrix& m, const float* x, size_t n, size
   numerics_->Project(x, n, ldx, {&job, 1});
 }
 
-void Decoder::Engram(size_t site, const int32_t* ids, size_t n) {
+void Decoder::Engram(size_t site, const int32_t* ids, size_t n, const uint32_t* branch_of) {
   const format::Geometry& g = geometry_;
   const EngramWeights& ew = w_->engram[site];
   const size_t d = g.d_model, sd = g.engram_sub_dim, S = g.engram_slots;
   const size_t eh = g.engram_heads_per_order(), edim = g.engram_dim();
   // e[t] = concatenated table rows picked by the hashed n-grams ending at each position.
+  const size_t T = config_.branch_tokens, sites = g.engram_sites.size();
+  const uint32_t base = branches_.base;
+  // The token at position q of block token t: the block's, a branch's own, or the ring's.
+  auto token_at = [&](size_t t, uint32_t q) {
+    if (branch_of)
+      return q >= base ? branches_.ids[branch_of[t] * T + (q - base)] : tokens_[q % token_ring_];
+    return q >= position_ ? ids[q - position_] : tokens_[q % token_ring_];
+  };
   for (size_t t = 0; t < n; ++t) {
-    const uint32_t p = position_ + static_cast<uint32_t>(t);
+    const uint32_t p = TokenPosition(t, branch_of);
     float* e = &eng_e_[t * edim];
     for (size_t oi = 0; oi < g.engram_orders.size(); ++oi) {
       const uint32_t order = g.engram_orders[oi];
@@ -435,9 +563,7 @@ void Decoder::Engram(size_t site, const int32_t* ids, size_t n) {
         }
         uint32_t acc = kHashSeed * static_cast<uint32_t>(k + 1);
         for (uint32_t j = 0; j < order; ++j) {
-          const uint32_t q = p - j;
-          const uint32_t tok = q >= position_ ? static_cast<uint32_t>(ids[q - position_])
-                                              : static_cast<uint32_t>(tokens_[q % token_ring_]);
+          const auto tok = static_cast<uint32_t>(token_at(t, p - j));
           acc = (acc ^ tok) * kHashPrime;
         }
         acc ^= acc >> 15;
@@ -454,15 +580,21 @@ void Decoder::Engram(size_t site, const int32_t* ids, size_t n) {
   float* ring = &conv_[site * conv_ring_ * d];
   float* v = &eng_v_[site * config_.max_batch * d];
   const size_t c = g.engram_conv_dilation;
+  // Where the ring value of position q for block token t lives (a branch's own from its base).
+  auto ring_at = [&](size_t t, size_t q) {
+    if (branch_of && q >= base)
+      return &branches_.conv[((branch_of[t] * T + (q - base)) * sites + site) * d];
+    return ring + (q % conv_ring_) * d;
+  };
   for (size_t t = 0; t < n; ++t) {
-    const size_t p = position_ + t;
-    float* stored = ring + (p % conv_ring_) * d;
+    const size_t p = TokenPosition(t, branch_of);
+    float* stored = ring_at(t, p);
     std::memcpy(stored, &eng_vraw_[t * d], d * 4);
     numerics_->EngramRingValue(stored, d);
     float* vt = v + t * d;
     std::fill(vt, vt + d, 0.f);
     for (size_t j = 0; j < g.engram_conv_taps && j * c <= p; ++j) {
-      const float* src = ring + ((p - j * c) % conv_ring_) * d;
+      const float* src = ring_at(t, p - j * c);
       const float* tap = &ew.taps[j * d];
       for (size_t i = 0; i < d; ++i) vt[i] = tap[i] * src[i] + vt[i];
     }
@@ -504,7 +636,7 @@ void Decoder::NotePoolCall(uint32_t start, size_t n) {
 }
 
 void Decoder::RunBlock(const int32_t* ids, size_t n, float* logits, size_t logits_from,
-                       bool token_calls) {
+                       bool token_calls, const uint32_t* branch_of) {
   const format::Geometry& g = geometry_;
   const Weights& w = *w_;
   const size_t d = g.d_model, nl = g.lanes, nd = nl * d, hd = g.head_dim;
@@ -527,12 +659,21 @@ void Decoder::RunBlock(const int32_t* ids, size_t n, float* logits, size_t logit
   if (defer_pool && step_cells_.size() < n * cells_per_token * d)
     step_cells_.resize(n * cells_per_token * d);
   auto pool = [&](size_t cell, const float* cells, size_t ld) {
+    if (branch_of) {  // each token into its branch's state
+      const size_t ns = pool_stats_.size(), na = pool_acc_.size();
+      for (size_t t = 0; t < n; ++t)
+        PoolCellsInto(&branches_.pool_stats[branch_of[t] * ns],
+                      &branches_.pool_acc[branch_of[t] * na], ids + t, cells + t * ld, 1, ld);
+      return;
+    }
     if (!defer_pool) return PoolCells(ids, cells, n, ld);
     for (size_t t = 0; t < n; ++t)
       std::memcpy(&step_cells_[(t * cells_per_token + cell) * d], cells + t * ld, d * 4);
   };
   if (num_probes_ > 0) {
-    if (token_calls) {
+    if (branch_of) {
+      // A branch pass's calls are recorded at EndBranches, as the engine makes them.
+    } else if (token_calls) {
       for (size_t t = 0; t < n; ++t) NotePoolCall(position_ + static_cast<uint32_t>(t), 1);
     } else {
       NotePoolCall(position_, n);
@@ -541,9 +682,19 @@ void Decoder::RunBlock(const int32_t* ids, size_t n, float* logits, size_t logit
   }
   // RoPE angles depend only on the position: once per token for every head of every layer.
   for (size_t t = 0; t < n; ++t)
-    kernels::RopeAngles(hd, rope_freqs_.data(), static_cast<float>(position_ + t),
+    kernels::RopeAngles(hd, rope_freqs_.data(), static_cast<float>(TokenPosition(t, branch_of)),
                         &rope_cs_[t * hd]);
-  for (size_t s = 0; s < w.engram.size(); ++s) Engram(s, ids, n);
+  for (size_t s = 0; s < w.engram.size(); ++s) Engram(s, ids, n, branch_of);
+  // A branch pass: each token's own slots of the positions from the branch point (BranchKv).
+  BranchKv branch_kv;
+  if (branch_of) {
+    const uint32_t depth = branches_.depth[branch_of[0]];
+    branch_kv = {branches_.base, branches_.own.data(), size_t{depth} + 1};
+    for (size_t t = 0; t < n; ++t)
+      for (uint32_t k = 0; k <= depth; ++k)
+        branches_.own[t * (depth + 1) + k] =
+            static_cast<uint32_t>(capacity_ + k * config_.branch_width + branch_of[t]);
+  }
 
   for (size_t li = 0; li < g.num_layers; ++li) {
     const LayerWeights& lw = w.layers[li];
@@ -627,7 +778,8 @@ void Decoder::RunBlock(const int32_t* ids, size_t n, float* logits, size_t logit
       for (size_t h = 0; h < g.num_kv_heads; ++h)
         kernels::RopeRotate(&k_[t * kvd + h * hd], hd, cs);
     });
-    numerics_->Attention(li, Ring(), position_, n, q_.data(), k_.data(), v_.data(), o_.data());
+    numerics_->Attention(li, Ring(), TokenPosition(0, branch_of), n, q_.data(), k_.data(),
+                         v_.data(), o_.data(), branch_of ? &branch_kv : nullptr);
     // o = o * (1 / (expf(-g) + 1)), the exponentials as one array call per block of tokens.
     ForTokenBlocks(n, [&](size_t t0, size_t t1) {
       float* gt = &gate_[t0 * ad];
@@ -715,6 +867,7 @@ void Decoder::RunBlock(const int32_t* ids, size_t n, float* logits, size_t logit
   if (defer_pool)
     for (size_t t = 0; t < n; ++t)
       PoolCells(ids + t, &step_cells_[t * cells_per_token * d], cells_per_token, d, 0);
+  if (branch_of) return;  // the branches' tokens are theirs (StepBranches)
   // Token history for the next block's n-grams.
   for (size_t t = 0; t < n; ++t) tokens_[(position_ + t) % token_ring_] = ids[t];
   position_ += static_cast<uint32_t>(n);

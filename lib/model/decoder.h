@@ -54,6 +54,10 @@ struct DecoderConfig {
   bool pool_heads = false;
   // Testing / debugging only: when set, every cell is appended here ([cells, d], allocates).
   std::vector<float>* cell_log = nullptr;
+  // Branch exploration (BeginBranches): up to branch_width branches of up to branch_tokens
+  // positions each, their K/V in slots past the ring (memory touched only by a branch that runs).
+  uint32_t branch_width = 0;
+  uint32_t branch_tokens = 0;
 };
 
 // State after a prefix: enough to resume decoding exactly where it was.
@@ -119,6 +123,27 @@ class Decoder {
   // confidence -> one raw logit. Throws InvalidInput without pooling or without cells.
   void HeadOutput(size_t head, std::span<float> out) const;
 
+  // Branch exploration from the current position (the branch point): `count` branches (at most
+  // config.branch_width), each fed its own tokens, in passes of one token per branch
+  // (StepBranches), while the decoder's own state (position, K/V ring, engram and token rings,
+  // pooling) stays as it is. Each branch token gets the bits a Step of its own would give after
+  // Rewind to the branch point and that branch's earlier tokens: the candidates of a value are
+  // explored side by side with the weights read once per pass instead of once per candidate.
+  // The first call allocates the branches' buffers.
+  void BeginBranches(size_t count);
+  // Feeds ids[i] to branch branches[i] (all at the same depth: positions fed since the branch
+  // point, below config.branch_tokens; distinct branches) and writes its logits to
+  // logits[i * vocab ..]. Throws InvalidInput on a bad id, branch or depth.
+  void StepBranches(std::span<const uint32_t> branches, std::span<const int32_t> ids,
+                    std::span<float> logits);
+  // Positions branch b has been fed.
+  uint32_t BranchDepth(size_t b) const { return branches_.depth.at(b); }
+  // Ends the exploration. The engine explores the branches one after the other (a rewind to the
+  // branch point, then one call per token): that forward-call bookkeeping is recorded, in branch
+  // order, then a rewind to the branch point. With adopt >= 0, branch `adopt`'s positions then
+  // become the decoder's, as Replay of its capture would leave them.
+  void EndBranches(int adopt);
+
   void Save(Snapshot* snapshot) const;
   // Captures the positions fed since `base` (a Save of this decoder: same sinks, and fewer
   // positions since then than the window has slots). Throws InvalidInput otherwise.
@@ -159,13 +184,22 @@ class Decoder {
  private:
   // Runs n <= max_batch tokens at positions position_.. and advances position_: one forward call,
   // or with `token_calls` n calls of one token each for the engine's call bookkeeping (StepEach).
+  // With `branch_of` (a branch pass, StepBranches): token t is the next token of branch
+  // branch_of[t], every token at the branches' position; the decoder's own state is untouched.
   void RunBlock(const int32_t* ids, size_t n, float* logits, size_t logits_from,
-                bool token_calls = false);
+                bool token_calls = false, const uint32_t* branch_of = nullptr);
+  // The rewind bookkeeping of the probe cache (Rewind, fn 78) to `position`.
+  void RewindPoolCalls(uint32_t position);
   // The engine's probe-cache bookkeeping for a forward call of n tokens at `start` (fn 67).
   void NotePoolCall(uint32_t start, size_t n);
   // Validates ids against the vocabulary and the window-less capacity.
   void CheckFeed(std::span<const int32_t> ids) const;
-  void Engram(size_t site, const int32_t* ids, size_t n);
+  void Engram(size_t site, const int32_t* ids, size_t n, const uint32_t* branch_of);
+  // Position of token t of a block (a branch pass: the branches' next position).
+  uint32_t TokenPosition(size_t t, const uint32_t* branch_of) const {
+    return branch_of ? branches_.base + branches_.depth[branch_of[0]]
+                     : position_ + static_cast<uint32_t>(t);
+  }
   void ReleaseBlockScratch();
   // The [B, ...] scratch buffers (eng_kk_ and eng_v_, [sites, B, d], apart).
   template <class Self>
@@ -188,7 +222,13 @@ class Decoder {
   // Adds n cells (each d values, row stride ld) to every probe's online softmax, in order; cell t
   // belongs to token ids[t * id_stride] (0: all to ids[0]); cells of token id 0 are skipped (the
   // engine's mask).
-  void PoolCells(const int32_t* ids, const float* cells, size_t n, size_t ld, size_t id_stride = 1);
+  void PoolCells(const int32_t* ids, const float* cells, size_t n, size_t ld,
+                 size_t id_stride = 1) {
+    PoolCellsInto(pool_stats_.data(), pool_acc_.data(), ids, cells, n, ld, id_stride);
+  }
+  // The same into another pooling state (stats [num_probes, 2], acc [num_probes, d]).
+  void PoolCellsInto(float* stats, float* acc, const int32_t* ids, const float* cells, size_t n,
+                     size_t ld, size_t id_stride = 1);
   size_t SlotsUsed() const;
   // The engram and token rings and the pooling state into / from a Snapshot or
   // Extension (the state besides the KV slots and the position).
@@ -229,6 +269,19 @@ class Decoder {
   uint32_t pool_pos_ = 0;
   std::array<uint32_t, kPoolHistory> pool_hist_{};
   size_t pool_hist_len_ = 0;
+  // Branch exploration (BeginBranches .. EndBranches). Branch b's position base + k has K/V slot
+  // capacity_ + k * width + b (a pass's tokens side by side).
+  struct Branches {
+    uint32_t base = 0;
+    size_t count = 0;
+    bool active = false;
+    std::vector<uint32_t> depth;              // [width] positions fed
+    std::vector<int32_t> ids;                 // [width, tokens] their ids
+    std::unique_ptr<float[]> conv;            // [width, tokens, sites, d] engram ring values
+    std::vector<float> pool_stats, pool_acc;  // [width, ...] each branch's pooling state
+    std::vector<uint32_t> own;                // [max_batch, tokens] a pass's BranchKv slots
+    KvState moved;                            // the adopted branch's K/V on their way
+  } branches_;
   std::vector<float> cell_;        // [B, d] lane means
   std::vector<float> step_cells_;  // [B, layers + 1, d] a StepEach pass's cells (grown on use)
 

@@ -62,6 +62,21 @@ struct KvRing {
   }
 };
 
+// A branch pass (Decoder::StepBranches): the n tokens of one call are the next tokens of n
+// branches grown from position `base`, all at the same position, each attending as a call of its
+// own would (its own window, no other token of the pass). Positions before `base` are the
+// ring's; positions from `base` on are the token's branch's own, in slots past the ring: token
+// t's slot of position base + k is own[t * stride + k] (the last, k = pos - base, is where it
+// writes its K/V).
+struct BranchKv {
+  uint32_t base = 0;
+  const uint32_t* own = nullptr;
+  size_t stride = 0;
+  size_t Slot(const KvRing& ring, size_t t, uint32_t pos) const {
+    return pos < base ? ring.Slot(pos) : own[t * stride + (pos - base)];
+  }
+};
+
 // Data derived from the model file alone (the official path's int8 φ rows and tiled matrices,
 // the sessions' tokenizer), built once per model by the first user that asks and shared by every
 // later one, across threads. Owned by the Model; entries live as long as it (or their holders).
@@ -99,7 +114,7 @@ struct NumericsContext {
   kernels::ChunkPool* pool = nullptr;
   int threads = 1;
   size_t max_batch = 32;
-  size_t capacity = 0;  // KV slots per layer
+  size_t capacity = 0;  // KV slots per layer: the ring's, then the branches' (BranchKv)
 };
 
 // KV state as saved in a snapshot (only the fields of the decoder's path are used).
@@ -129,9 +144,9 @@ class ForwardNumerics {
   // Writes the K/V of n tokens at positions pos0.. into the ring (k after norm and RoPE, v raw;
   // [n, kv_dim] each), then computes the attention output o [n, attn_dim] of queries q
   // [n, attn_dim] (after norm and RoPE). The n tokens are one forward call (a prefill chunk or a
-  // decode step).
+  // decode step); with `branches`, n branches' tokens all at position pos0 (BranchKv).
   virtual void Attention(size_t layer, const KvRing& ring, uint32_t pos0, size_t n, const float* q,
-                         const float* k, const float* v, float* o) = 0;
+                         const float* k, const float* v, float* o, const BranchKv* branches) = 0;
 
   // Whether a token of a multi-token call gets the same bits as in a call of its own, as long as
   // the call evicts no key one of its earlier tokens sees (Decoder::StepEach): each token's
@@ -147,6 +162,10 @@ class ForwardNumerics {
   // / back from it: the slots of the positions a branch winner wrote (Decoder::Capture / Replay).
   virtual void SaveSlots(std::span<const uint32_t> slots, KvState* state) const = 0;
   virtual void RestoreSlots(std::span<const uint32_t> slots, const KvState& state) = 0;
+
+  // Slots [first, first + count) of every layer leave the resident set (their pages wholly
+  // inside; the contents are dead: the branches' slots after an exploration).
+  virtual void ReleaseSlots(size_t first, size_t count) = 0;
 
   // Bytes of KV cache per slot of one layer (for reports).
   virtual size_t KvBytesPerSlot() const = 0;

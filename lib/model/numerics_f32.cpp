@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <memory>
 
 #include "base/pages.h"
 #include "kernels/cq_matmul.h"
@@ -29,8 +30,10 @@ class F32Numerics final : public ForwardNumerics {
   explicit F32Numerics(const NumericsContext& ctx) : ctx_(ctx) {
     const format::Geometry& g = *ctx.geometry;
     const size_t kv = size_t{g.num_layers} * ctx.capacity * g.kv_dim();
-    k_cache_.assign(kv, 0.f);
-    v_cache_.assign(kv, 0.f);
+    // Uninitialized: a slot is read only after its position wrote it, and pages never written
+    // (the branch slots of a decoder that does not branch) stay out of the resident set.
+    k_cache_.reset(new float[kv]);
+    v_cache_.reset(new float[kv]);
     x_hat_.resize(ctx.max_batch * MaxInPad(*ctx.weights));
     scores_.resize(size_t{g.num_heads} * ctx.capacity);
   }
@@ -68,7 +71,8 @@ class F32Numerics final : public ForwardNumerics {
   // Tokens in order: each writes its K/V, then attends over [sinks] + [p - W + 1, p] (a ring
   // slot is only reused once the position it held is out of every later token's window).
   void Attention(size_t layer, const KvRing& ring, uint32_t pos0, size_t n, const float* q_all,
-                 const float* k_all, const float* v_all, float* o_all) override {
+                 const float* k_all, const float* v_all, float* o_all,
+                 const BranchKv* branches) override {
     const format::Geometry& g = *ctx_.geometry;
     const size_t hd = g.head_dim, KV = g.num_kv_heads, kvd = g.kv_dim();
     const size_t ad = g.attn_dim(), group = g.num_heads / KV;
@@ -79,8 +83,12 @@ class F32Numerics final : public ForwardNumerics {
     // One kv head (and its query heads) per work item: it owns its slice of every cache slot.
     auto kv_head = [&](size_t kvh) {
       for (size_t t = 0; t < n; ++t) {
-        const uint32_t p = pos0 + static_cast<uint32_t>(t);
-        const size_t slot = ring.Slot(p);
+        // A branch pass: every token at pos0, positions from the branch point in its own slots.
+        auto slot_of = [&](uint32_t pos) {
+          return branches ? branches->Slot(ring, t, pos) : ring.Slot(pos);
+        };
+        const uint32_t p = branches ? pos0 : pos0 + static_cast<uint32_t>(t);
+        const size_t slot = slot_of(p);
         std::memcpy(kc + slot * kvd + kvh * hd, &k_all[t * kvd + kvh * hd], hd * 4);
         std::memcpy(vc + slot * kvd + kvh * hd, &v_all[t * kvd + kvh * hd], hd * 4);
         // Visible positions: [0, sink_end) and [win_begin, p].
@@ -95,17 +103,17 @@ class F32Numerics final : public ForwardNumerics {
           float* sc = &scores_[h * ctx_.capacity];
           size_t i = 0;
           for (uint32_t pp = 0; pp < sink_end; ++pp, ++i)
-            sc[i] = kernels::Dot(q, kc + ring.Slot(pp) * kvd + kvh * hd, hd) * inv_sqrt_hd;
+            sc[i] = kernels::Dot(q, kc + slot_of(pp) * kvd + kvh * hd, hd) * inv_sqrt_hd;
           for (uint32_t pp = win_begin; pp <= p; ++pp, ++i)
-            sc[i] = kernels::Dot(q, kc + ring.Slot(pp) * kvd + kvh * hd, hd) * inv_sqrt_hd;
+            sc[i] = kernels::Dot(q, kc + slot_of(pp) * kvd + kvh * hd, hd) * inv_sqrt_hd;
           kernels::Softmax(sc, count);
           float* o = &o_all[t * ad + h * hd];
           std::fill(o, o + hd, 0.f);
           i = 0;
           for (uint32_t pp = 0; pp < sink_end; ++pp, ++i)
-            kernels::Axpy(sc[i], vc + ring.Slot(pp) * kvd + kvh * hd, o, hd);
+            kernels::Axpy(sc[i], vc + slot_of(pp) * kvd + kvh * hd, o, hd);
           for (uint32_t pp = win_begin; pp <= p; ++pp, ++i)
-            kernels::Axpy(sc[i], vc + ring.Slot(pp) * kvd + kvh * hd, o, hd);
+            kernels::Axpy(sc[i], vc + slot_of(pp) * kvd + kvh * hd, o, hd);
         }
       }
     };
@@ -166,6 +174,15 @@ class F32Numerics final : public ForwardNumerics {
       }
   }
 
+  void ReleaseSlots(size_t first, size_t count) override {
+    const size_t kvd = ctx_.geometry->kv_dim(), L = ctx_.geometry->num_layers;
+    if (count == 0) return;
+    for (size_t l = 0; l < L; ++l) {
+      ReleasePages(&k_cache_[(l * ctx_.capacity + first) * kvd], count * kvd * 4);
+      ReleasePages(&v_cache_[(l * ctx_.capacity + first) * kvd], count * kvd * 4);
+    }
+  }
+
   // Each token writes its K/V and attends in turn (per-position windows), and the f32 products
   // compute each token's chains alone: a call of n tokens is n steps.
   bool BlockMatchesSteps() const override { return true; }
@@ -175,9 +192,9 @@ class F32Numerics final : public ForwardNumerics {
 
  private:
   NumericsContext ctx_;
-  std::vector<float> k_cache_, v_cache_;  // [layers, capacity, kv_dim]
-  std::vector<float> x_hat_;              // [max_batch, max in_pad] transformed activations
-  std::vector<float> scores_;             // [num_heads, capacity]
+  std::unique_ptr<float[]> k_cache_, v_cache_;  // [layers, capacity, kv_dim]
+  std::vector<float> x_hat_;                    // [max_batch, max in_pad] transformed activations
+  std::vector<float> scores_;                   // [num_heads, capacity]
 };
 
 }  // namespace

@@ -356,7 +356,8 @@ class OfficialNumerics final : public ForwardNumerics {
   }
 
   void Attention(size_t layer, const KvRing& ring, uint32_t pos0, size_t n, const float* q_all,
-                 const float* k_all, const float* v_all, float* o_all) override {
+                 const float* k_all, const float* v_all, float* o_all,
+                 const BranchKv* branches) override {
     const format::Geometry& g = *ctx_.geometry;
     const size_t hd = g.head_dim, H = g.num_heads, KV = g.num_kv_heads, kvd = g.kv_dim();
     const size_t ad = g.attn_dim(), kvb = kvd / kKvBlock;
@@ -366,10 +367,16 @@ class OfficialNumerics final : public ForwardNumerics {
     float* ks = &k_scale_[layer * cap * kvb];
     float* vs = &v_scale_[layer * cap * kvb];
     // 1. The whole call's K/V into the ring, per 64-block (token ranges on the pool when no two
-    // of the call's positions share a slot, as in every call no longer than the window).
-    const bool distinct_slots = ring.window == 0 || n <= ring.window;
+    // of the call's positions share a slot, as in every call no longer than the window, and in
+    // a branch pass).
+    // Token t's position and the slot of a position it sees.
+    auto pos_of = [&](size_t t) { return branches ? pos0 : pos0 + static_cast<uint32_t>(t); };
+    auto slot_of = [&](size_t t, uint32_t pos) {
+      return branches ? branches->Slot(ring, t, pos) : ring.Slot(pos);
+    };
+    const bool distinct_slots = ring.window == 0 || n <= ring.window || branches;
     auto write_kv = [&](size_t t) {
-      const size_t slot = ring.Slot(pos0 + static_cast<uint32_t>(t));
+      const size_t slot = slot_of(t, pos_of(t));
       for (size_t b = 0; b < kvb; ++b) {
         ks[slot * kvb + b] = ctx_.kernels->quantize_i8(&k_all[t * kvd + b * kKvBlock], kKvBlock,
                                                        &kq[slot * kvd + b * kKvBlock]);
@@ -384,26 +391,27 @@ class OfficialNumerics final : public ForwardNumerics {
     } else {
       for (size_t t = 0; t < n; ++t) write_kv(t);
     }
-    // 2. Queries int8 per head; visible keys per token (sinks, then the chunk-level window).
+    // 2. Queries int8 per head; visible keys per token (sinks, then the chunk-level window; a
+    // branch pass's tokens are calls of their own).
     const float inv_sqrt_hd = 1.0f / std::sqrt(static_cast<float>(hd));
-    const uint32_t c_end = pos0 + static_cast<uint32_t>(n);
     size_t counts[64];
     auto prepare = [&](size_t t) {
       for (size_t h = 0; h < H; ++h)
         q_scale_[t * H + h] =  // qse
             ctx_.kernels->quantize_i8(&q_all[t * ad + h * hd], hd, &qq_[t * ad + h * hd]) *
             inv_sqrt_hd;
-      const uint32_t p = pos0 + static_cast<uint32_t>(t);
+      const uint32_t p = pos_of(t);
+      const uint32_t c_end = branches ? p + 1 : pos0 + static_cast<uint32_t>(n);
       uint32_t* vis = &visible_[t * cap];
       size_t c = 0;
       if (ring.window == 0) {
-        for (uint32_t pp = 0; pp <= p; ++pp) vis[c++] = static_cast<uint32_t>(ring.Slot(pp));
+        for (uint32_t pp = 0; pp <= p; ++pp) vis[c++] = static_cast<uint32_t>(slot_of(t, pp));
       } else {
         const uint32_t sink_end = std::min(ring.sinks, p + 1);
-        for (uint32_t pp = 0; pp < sink_end; ++pp) vis[c++] = static_cast<uint32_t>(ring.Slot(pp));
+        for (uint32_t pp = 0; pp < sink_end; ++pp) vis[c++] = static_cast<uint32_t>(slot_of(t, pp));
         const uint32_t win = c_end > ring.window ? c_end - ring.window : 0u;
         for (uint32_t pp = std::max(ring.sinks, win); pp <= p; ++pp)
-          vis[c++] = static_cast<uint32_t>(ring.Slot(pp));
+          vis[c++] = static_cast<uint32_t>(slot_of(t, pp));
       }
       counts[t] = c;
     };
@@ -522,6 +530,18 @@ class OfficialNumerics final : public ForwardNumerics {
         std::memcpy(&k_scale_[to * kvb], &s.k_scale[from * kvb], kvb * 4);
         std::memcpy(&v_scale_[to * kvb], &s.v_scale[from * kvb], kvb * 4);
       }
+  }
+
+  void ReleaseSlots(size_t first, size_t count) override {
+    const size_t kvd = ctx_.geometry->kv_dim(), L = ctx_.geometry->num_layers;
+    const size_t kvb = kvd / kKvBlock, cap = ctx_.capacity;
+    if (count == 0) return;
+    for (size_t l = 0; l < L; ++l) {
+      ReleasePages(&kq_[(l * cap + first) * kvd], count * kvd);
+      ReleasePages(&vq_[(l * cap + first) * kvd], count * kvd);
+      ReleasePages(&k_scale_[(l * cap + first) * kvb], count * kvb * 4);
+      ReleasePages(&v_scale_[(l * cap + first) * kvb], count * kvb * 4);
+    }
   }
 
   // The int8 products give each token the same bits whatever the call's size (every ISA, against

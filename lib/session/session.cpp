@@ -207,6 +207,9 @@ Session::Session(const format::CactFile& file, std::shared_ptr<const model::Mode
   dc.path = config.numerics;
   dc.kernels = config.kernels;
   dc.pool_heads = confidence_head_ >= 0;
+  // Value-start branching explores its candidates side by side (Decoder::BeginBranches).
+  dc.branch_width = static_cast<uint32_t>(std::max(config.protocol.branch_width, 0));
+  dc.branch_tokens = static_cast<uint32_t>(std::max(config.protocol.branch_max_tokens, 0));
   decoder_ = std::make_unique<model::Decoder>(*model_, dc);
   logits_.resize(g.vocab);
   branch_logits_.resize(g.vocab);
@@ -362,9 +365,13 @@ void Session::Prefill(std::span<const int32_t> ids) { decoder_->Prefill(ids, log
 void Session::Feed(int32_t id) { decoder_->Step(id, logits_); }
 
 int32_t Session::BestAllowed(const std::vector<uint8_t>& allowed) const {
+  return BestAllowed(allowed, logits_);
+}
+
+int32_t Session::BestAllowed(const std::vector<uint8_t>& allowed, std::span<const float> logits) {
   int32_t best = -1;
-  for (int32_t id = 0; id < static_cast<int32_t>(logits_.size()); ++id)
-    if (allowed[id] && (best < 0 || logits_[id] > logits_[best])) best = id;
+  for (int32_t id = 0; id < static_cast<int32_t>(logits.size()); ++id)
+    if (allowed[id] && (best < 0 || logits[id] > logits[best])) best = id;
   return best;
 }
 
@@ -795,8 +802,8 @@ void Session::DecodeCall(TurnState& t, bool require_call) {
             grounded.size(),
             after_quote ? std::string("-") : fmt::format("{:.4f}", list_stats.Prob(logits_[top])),
             t.remaining());
-      if (branch_type && !after_quote && n_allowed >= 2 &&
-          list_stats.Prob(logits_[top]) < pc.branch_threshold &&
+      if (branch_type && !after_quote && n_allowed >= 2 && pc.branch_width > 0 &&
+          pc.branch_max_tokens > 0 && list_stats.Prob(logits_[top]) < pc.branch_threshold &&
           t.remaining_committed() >= pc.branch_min_budget) {
         // Value-start branching: explore the best few first tokens, keep the best mean log-prob.
         std::vector<int32_t> cands;
@@ -808,56 +815,87 @@ void Session::DecodeCall(TurnState& t, bool require_call) {
                             return logits_[a] > logits_[b] || (logits_[a] == logits_[b] && a < b);
                           });
         cands.resize(width);
-        decoder_->Save(&branch_snapshot_);
-        std::copy(logits_.begin(), logits_.end(), branch_logits_.begin());
-        double best_score = -INFINITY;
-        std::vector<int32_t> best_ids;
-        std::vector<double> best_probs;
-        // The engine re-feeds the winner's tokens from the branch point. Every token but the
-        // last was already fed while exploring it: the best branch's positions are captured and
-        // put back (Decoder::Replay, the same bits and bookkeeping), and only the last token is
-        // fed again, for its logits. A branch that fed all its tokens (dead end) is re-fed.
-        bool best_captured = false;
-        for (int32_t c : cands) {
-          decoder_->Rewind(branch_snapshot_);
-          std::copy(branch_logits_.begin(), branch_logits_.end(), logits_.begin());
-          grammar::GrammarState bs;
-          grammar::CallGrammar::CopyState(gs, &bs);
-          std::vector<int32_t> ids{c};
+        // The candidates grow side by side (Decoder::StepBranches): each pass feeds every open
+        // branch its last token, the weights read once for all of them; each token gets the
+        // bits of a step of its own after its branch's earlier tokens, and the decoder records
+        // the engine's calls of exploring them one after the other.
+        struct Branch {
+          std::vector<int32_t> ids;
+          std::vector<double> probs;
+          double sum_lp = 0;
+          bool closed = false, open = true;  // open: may grow
+          grammar::GrammarState state;
+        };
+        std::vector<Branch> branches(width);
+        for (size_t i = 0; i < width; ++i) {
+          Branch& b = branches[i];
+          grammar::CallGrammar::CopyState(gs, &b.state);
+          b.ids = {cands[i]};
           // First token: its probability over the candidate list (score and confidence).
-          std::vector<double> probs{list_stats.Prob(logits_[c])};
-          double sum_lp = Log(probs[0]);
-          bool closed = advance_closes(bs, c, object_depth);
-          while (!closed && static_cast<int>(ids.size()) < pc.branch_max_tokens) {
-            Feed(ids.back());
-            if (tc.Mask(g, bs, allowed_) == 0) break;
+          b.probs = {list_stats.Prob(logits_[cands[i]])};
+          b.sum_lp = Log(b.probs[0]);
+          b.closed = advance_closes(b.state, cands[i], object_depth);
+          b.open = !b.closed && static_cast<int>(b.ids.size()) < pc.branch_max_tokens;
+        }
+        decoder_->BeginBranches(width);
+        const size_t V = logits_.size();
+        std::vector<uint32_t> live;
+        std::vector<int32_t> feed;
+        for (;;) {
+          live.clear();
+          feed.clear();
+          for (size_t i = 0; i < width; ++i)
+            if (branches[i].open) {
+              live.push_back(static_cast<uint32_t>(i));
+              feed.push_back(branches[i].ids.back());
+            }
+          if (live.empty()) break;
+          value_logits_.resize(live.size() * V);
+          decoder_->StepBranches(live, feed, value_logits_);
+          for (size_t j = 0; j < live.size(); ++j) {
+            Branch& b = branches[live[j]];
+            const std::span<const float> lg =
+                std::span<const float>(value_logits_).subspan(j * V, V);
+            if (tc.Mask(g, b.state, allowed_) == 0) {  // dead end
+              b.open = false;
+              continue;
+            }
             // Extension tokens: greedy over the valid ones, scored (and entered in the confidence
             // list) with their full-vocabulary probability.
-            const int32_t b = BestAllowed(allowed_);
-            const double lp = LogSoftmaxAt(logits_, b);
-            sum_lp += lp;
-            probs.push_back(Exp(lp));
-            ids.push_back(b);
-            closed = advance_closes(bs, b, object_depth);
-          }
-          // Mean log-prob; a branch that did not close its value (token cap, dead end) pays a
-          // fixed penalty.
-          const double score =
-              sum_lp / static_cast<double>(ids.size()) - (closed ? 0.0 : pc.branch_open_penalty);
-          if (pc.trace)
-            report::Log(report::LogSeverity::kTrace, "  branch {:?} score {:.4f} tokens {} p {}",
-                        tokenizer_.Decode(ids), score, ids.size(), fmt::join(probs, " "));
-          if (score > best_score) {
-            best_score = score;
-            best_ids = ids;
-            best_probs = probs;
-            best_captured = decoder_->position() + 1 == branch_snapshot_.position + ids.size();
-            if (best_captured) decoder_->Capture(branch_snapshot_, &branch_extension_);
+            const int32_t next = BestAllowed(allowed_, lg);
+            const double lp = LogSoftmaxAt(lg, next);
+            b.sum_lp += lp;
+            b.probs.push_back(Exp(lp));
+            b.ids.push_back(next);
+            b.closed = advance_closes(b.state, next, object_depth);
+            b.open = !b.closed && static_cast<int>(b.ids.size()) < pc.branch_max_tokens;
           }
         }
-        decoder_->Rewind(branch_snapshot_);
-        std::copy(branch_logits_.begin(), branch_logits_.end(), logits_.begin());
-        if (best_captured) decoder_->Replay(branch_extension_);
+        double best_score = -INFINITY;
+        int best = -1;
+        for (size_t i = 0; i < width; ++i) {
+          const Branch& b = branches[i];
+          // Mean log-prob; a branch that did not close its value (token cap, dead end) pays a
+          // fixed penalty.
+          const double score = b.sum_lp / static_cast<double>(b.ids.size()) -
+                               (b.closed ? 0.0 : pc.branch_open_penalty);
+          if (pc.trace)
+            report::Log(report::LogSeverity::kTrace, "  branch {:?} score {:.4f} tokens {} p {}",
+                        tokenizer_.Decode(b.ids), score, b.ids.size(), fmt::join(b.probs, " "));
+          if (score > best_score) {
+            best_score = score;
+            best = static_cast<int>(i);
+          }
+        }
+        if (best < 0) best = 0;  // every score -inf (a probability that underflowed to 0)
+        const std::vector<int32_t>& best_ids = branches[best].ids;
+        const std::vector<double>& best_probs = branches[best].probs;
+        // The engine re-feeds the winner's tokens from the branch point. Every token but the
+        // last was already fed while exploring it: those positions become the decoder's (the
+        // same bits and bookkeeping as feeding them again), and only the last token is fed
+        // again, for its logits. A branch that fed all its tokens (dead end) is re-fed.
+        const bool best_captured = decoder_->BranchDepth(best) + 1 == best_ids.size();
+        decoder_->EndBranches(best_captured ? best : -1);
         for (size_t i = 0; i < best_ids.size(); ++i) {
           t.dc = std::min(t.dc, best_probs[i]);
           commit(best_ids[i], /*counted=*/i == 0,

@@ -161,6 +161,8 @@ class Session {
   void Prefill(std::span<const int32_t> ids);
   void Feed(int32_t id);  // appends one token to the context; logits_ = the next distribution
   int32_t BestAllowed(const std::vector<uint8_t>& allowed) const;
+  // The allowed id of the highest logit (the lowest id among equals); -1 if none is allowed.
+  static int32_t BestAllowed(const std::vector<uint8_t>& allowed, std::span<const float> logits);
   double HeadConfidence(const std::vector<int32_t>& generated, bool* rescored);
   double CallTokenConfidence(const std::vector<uint8_t>& allowed,
                              const std::vector<uint8_t>& candidates);
