@@ -643,64 +643,6 @@ DecoderConfig RewindConfig(NumericPath path) {
 }
 }  // namespace
 
-TEST_CASE("Capture / Replay leaves the state that re-feeding the captured tokens leaves",
-          "[model][snapshot]") {
-  // The branch winner's path (Session::DecodeCall): explore, capture the best, explore others,
-  // rewind, replay, feed the last token; against rewinding and feeding every token one per call.
-  const auto file = needle::format::CactFile::Open(ModelPath("small.cact"));
-  const Model model(file);
-  const uint32_t V = model.geometry().vocab;
-  for (const NumericPath path : {NumericPath::kOfficial, NumericPath::kF32}) {
-    INFO(needle::model::NumericPathName(path));
-    const DecoderConfig cfg = RewindConfig(path);
-    // 30 positions: the ring has wrapped, the explored tokens overwrite live slots.
-    const auto context = Tokens(30, V, 7), best = Tokens(7, V, 8), other = Tokens(5, V, 9);
-    Decoder dec(model, cfg), ref(model, cfg);
-    std::vector<float> got(V), want(V);
-    needle::model::Snapshot base, ref_base, got_state, want_state;
-    needle::model::Extension ext;
-    dec.Prefill(context, {});
-    dec.Save(&base);
-    for (size_t i = 0; i + 1 < best.size(); ++i) dec.Step(best[i], got);
-    dec.Capture(base, &ext);
-    CHECK(ext.count == best.size() - 1);
-    dec.Rewind(base);
-    for (int32_t id : other) dec.Step(id, got);
-    dec.Rewind(base);
-    dec.Replay(ext);
-    CHECK(dec.position() == context.size() + best.size() - 1);
-    dec.Step(best.back(), got);
-    dec.Save(&got_state);
-
-    ref.Prefill(context, {});
-    ref.Save(&ref_base);
-    for (int32_t id : other) ref.Step(id, want);
-    ref.Rewind(ref_base);
-    for (int32_t id : best) ref.Step(id, want);
-    ref.Save(&want_state);
-
-    CHECK(std::memcmp(got.data(), want.data(), V * sizeof(float)) == 0);
-    CheckSameState(got_state, want_state);
-    CHECK(dec.PoolCacheValid() == ref.PoolCacheValid());
-    // The engine's forward-call history too: a later rewind to a replayed position keeps the
-    // probe cache valid exactly when it does after re-feeding.
-    needle::model::Snapshot mid_got, mid_want;
-    Decoder probe(model, cfg);
-    probe.Prefill(context, {});
-    for (size_t i = 0; i + 3 < best.size(); ++i) probe.Step(best[i], want);
-    probe.Save(&mid_got);
-    dec.Rewind(mid_got);
-    ref.Rewind(mid_got);
-    CHECK(dec.PoolCacheValid() == ref.PoolCacheValid());
-    CHECK(dec.PoolCacheValid());
-    // Replay only at the capture's base; more positions than the window holds are refused.
-    CHECK_THROWS_AS(dec.Replay(ext), needle::InvalidInput);
-    dec.Rewind(base);
-    dec.Prefill(Tokens(17, V, 10), {});
-    CHECK_THROWS_AS(dec.Capture(base, &ext), needle::InvalidInput);
-  }
-}
-
 TEST_CASE("StepEach leaves the logits, state and call history of one Step per token",
           "[model][snapshot]") {
   // A teacher-forced value (Session::DecodeCall's enum selection): its tokens run as
@@ -760,9 +702,10 @@ TEST_CASE(
     "branch passes give every branch token the bits of its own steps and the adopted "
     "branch the state of re-feeding it",
     "[model][snapshot]") {
-  // Session::DecodeCall's value-start branching: the candidates grow side by side, one pass per
-  // depth with a token of every branch still open. The reference explores them one after the
-  // other from a rewind (the engine's way), captures the winner and replays it.
+  // Session::DecodeCall's value-start branching and enum grounding: the candidates grow side by
+  // side, one pass per depth with a token of every branch still open. The reference explores
+  // them one after the other from a rewind (the engine's way), rewinds again and feeds the
+  // winner's tokens once more.
   const auto file = needle::format::CactFile::Open(ModelPath("small.cact"));
   const Model model(file);
   const uint32_t V = model.geometry().vocab;
@@ -786,12 +729,19 @@ TEST_CASE(
         DecoderConfig cfg = RewindConfig(path);
         cfg.kv_window = c.window;
         cfg.threads = threads;
-        cfg.branch_width = 4;
-        cfg.branch_tokens = 17;
-        const auto context = Tokens(c.context, V, 20);
-        Decoder dec(model, cfg), ref(model, cfg);
+        Decoder ref(model, cfg);
+        // Slots for the branches past the ring from the start, or grown (after the prefill: the
+        // ring's contents must stay) by the first exploration.
+        if (threads == 1) {
+          cfg.branch_width = 4;
+          cfg.branch_tokens = 17;
+        } else {
+          cfg.branch_width = 2;
+          cfg.branch_tokens = 3;
+        }
+        Decoder dec(model, cfg);
         needle::model::Snapshot base, got_state, want_state;
-        needle::model::Extension ext;
+        const auto context = Tokens(c.context, V, 20);
         ref.Prefill(context, {});
         ref.Save(&base);
         std::vector<std::vector<float>> want(seqs.size());
@@ -800,13 +750,14 @@ TEST_CASE(
           want[b].resize(seqs[b].size() * V);
           for (size_t i = 0; i < seqs[b].size(); ++i)
             ref.Step(seqs[b][i], std::span<float>(want[b]).subspan(i * V, V));
-          if (static_cast<int>(b) == c.adopt) ref.Capture(base, &ext);
         }
         ref.Rewind(base);
-        if (c.adopt >= 0) ref.Replay(ext);
+        std::vector<float> scratch(V);
+        if (c.adopt >= 0)
+          for (int32_t id : seqs[c.adopt]) ref.Step(id, scratch);
 
         dec.Prefill(context, {});
-        dec.BeginBranches(seqs.size());
+        dec.BeginBranches(seqs.size(), 17);
         std::vector<float> got;
         size_t compared = 0;
         for (size_t k = 0; k < 17; ++k) {
@@ -860,19 +811,17 @@ TEST_CASE(
         CHECK(dec.PoolCacheValid() == ref.PoolCacheValid());
       }
   // Bad use is refused.
-  DecoderConfig cfg = RewindConfig(NumericPath::kOfficial);
-  cfg.branch_width = 2;
-  cfg.branch_tokens = 2;
-  Decoder dec(model, cfg);
+  Decoder dec(model, RewindConfig(NumericPath::kOfficial));
   std::vector<float> logits(2 * V);
   const std::vector<uint32_t> both = {0, 1}, first = {0}, twice = {1, 1};
   const std::vector<int32_t> ids = {5, 6}, one = {5}, bad = {5, static_cast<int32_t>(V)};
   dec.Prefill(Tokens(3, V, 24), {});
   CHECK_THROWS_AS(dec.StepBranches(first, one, std::span<float>(logits).first(V)),
-                  needle::InvalidInput);                        // not begun
-  CHECK_THROWS_AS(dec.BeginBranches(3), needle::InvalidInput);  // wider than built for
-  dec.BeginBranches(2);
-  CHECK_THROWS_AS(dec.BeginBranches(2), needle::InvalidInput);  // already under way
+                  needle::InvalidInput);  // not begun
+  CHECK_THROWS_AS(dec.BeginBranches(0, 2), needle::InvalidInput);
+  CHECK_THROWS_AS(dec.BeginBranches(2, 0), needle::InvalidInput);
+  dec.BeginBranches(2, 2);
+  CHECK_THROWS_AS(dec.BeginBranches(2, 2), needle::InvalidInput);  // already under way
   CHECK_THROWS_AS(dec.StepBranches(both, bad, logits), needle::InvalidInput);
   CHECK_THROWS_AS(dec.StepBranches(twice, ids, logits), needle::InvalidInput);
   dec.StepBranches(first, one, std::span<float>(logits).first(V));

@@ -60,8 +60,10 @@ Decoder::Decoder(const Model& model, const DecoderConfig& config)
   nctx.pool = pool_.get();
   nctx.threads = config_.threads;
   nctx.max_batch = B;
-  // The branches' slots follow the ring's in every layer.
-  nctx.capacity = capacity_ + size_t{config_.branch_width} * config_.branch_tokens;
+  // The branches' slots follow the ring's in every layer (BeginBranches grows them).
+  branches_.width = config_.branch_width;
+  branches_.tokens = config_.branch_width ? config_.branch_tokens : 0;
+  nctx.capacity = capacity_ + branches_.width * branches_.tokens;
   numerics_ =
       config_.path == NumericPath::kOfficial ? MakeOfficialNumerics(nctx) : MakeF32Numerics(nctx);
   conv_.assign(sites * conv_ring_ * d, 0.f);
@@ -209,16 +211,14 @@ void Decoder::SetSinkLen(uint32_t n) {
   sink_len_ = n;
 }
 
-template <class State>
-void Decoder::SaveRings(State* s) const {
+void Decoder::SaveRings(Snapshot* s) const {
   s->engram_ring = conv_;
   s->token_ring = tokens_;
   s->pool_stats = pool_stats_;
   s->pool_acc = pool_acc_;
 }
 
-template <class State>
-void Decoder::LoadRings(const State& s) {
+void Decoder::LoadRings(const Snapshot& s) {
   conv_ = s.engram_ring;
   tokens_ = s.token_ring;
   pool_stats_ = s.pool_stats;
@@ -235,42 +235,6 @@ void Decoder::Save(Snapshot* s) const {
   s->capacity = capacity_;
   numerics_->SaveKv(SlotsUsed(), &s->kv);
   SaveRings(s);
-}
-
-void Decoder::Capture(const Snapshot& base, Extension* e) const {
-  const KvRing ring = Ring();
-  if (base.path != config_.path || base.capacity != capacity_ ||
-      base.kv_window != config_.kv_window || base.sink_len != sink_len_ ||
-      base.position > position_)
-    Fail<InvalidInput>(
-        "capture: the base snapshot (position {}) is not an earlier state of this "
-        "decoder (position {})",
-        base.position, position_);
-  const uint32_t count = position_ - base.position;
-  const size_t distinct = config_.kv_window == 0 ? capacity_ : config_.kv_window;
-  if (count > distinct)
-    Fail<InvalidInput>("capture: {} positions since the base exceed the {} ring slots they can use",
-                       count, distinct);
-  e->from = base.position;
-  e->count = count;
-  e->sink_len = sink_len_;
-  e->slots.clear();
-  for (uint32_t i = 0; i < count; ++i)
-    e->slots.push_back(static_cast<uint32_t>(ring.Slot(base.position + i)));
-  numerics_->SaveSlots(e->slots, &e->kv);
-  SaveRings(e);
-}
-
-void Decoder::Replay(const Extension& e) {
-  if (position_ != e.from || sink_len_ != e.sink_len || e.engram_ring.size() != conv_.size() ||
-      e.token_ring.size() != tokens_.size() || e.pool_acc.size() != pool_acc_.size())
-    Fail<InvalidInput>("replay: the extension starts at position {}, the decoder is at {}", e.from,
-                       position_);
-  numerics_->RestoreSlots(e.slots, e.kv);
-  if (num_probes_ > 0)
-    for (uint32_t i = 0; i < e.count; ++i) NotePoolCall(e.from + i, 1);
-  position_ = e.from + e.count;
-  LoadRings(e);
 }
 
 void Decoder::Restore(const Snapshot& s) {
@@ -360,31 +324,37 @@ void Decoder::StepEach(std::span<const int32_t> ids, std::span<float> all_logits
   if (multi) ReleaseBlockScratch();
 }
 
-void Decoder::BeginBranches(size_t count) {
-  const size_t W = config_.branch_width, T = config_.branch_tokens;
-  if (branches_.active) Fail<InvalidInput>("branches: an exploration is already under way");
-  if (count == 0 || count > W || T == 0)
-    Fail<InvalidInput>("branches: {} requested, the decoder was built for {} of {} positions",
-                       count, W, T);
+void Decoder::BeginBranches(size_t count, size_t depth) {
+  Branches& br = branches_;
+  if (br.active) Fail<InvalidInput>("branches: an exploration is already under way");
+  if (count == 0 || depth == 0)
+    Fail<InvalidInput>("branches: {} branches of {} positions requested", count, depth);
   const size_t d = geometry_.d_model, sites = geometry_.engram_sites.size();
-  if (!branches_.conv) {  // first use
-    branches_.depth.resize(W);
-    branches_.ids.resize(W * T);
+  if (count > br.width || depth > br.tokens || !br.conv) {
+    // First use, or more / longer branches than the slots past the ring hold: grow them (the
+    // ring's contents stay) and the branches' state buffers.
+    const size_t W = std::max(br.width, count), T = std::max(br.tokens, depth);
+    numerics_->ReserveSlots(capacity_ + W * T, capacity_);
+    br.width = W;
+    br.tokens = T;
+    br.depth.assign(W, 0);
+    br.ids.assign(W * T, 0);
     // Uninitialized: only the positions a branch feeds are written (and read).
-    branches_.conv.reset(new float[std::max<size_t>(W * T * sites * d, 1)]);
-    branches_.pool_stats.resize(W * pool_stats_.size());
-    branches_.pool_acc.resize(W * pool_acc_.size());
-    branches_.own.resize(size_t{config_.max_batch} * T);
+    br.conv.reset(new float[std::max<size_t>(W * T * sites * d, 1)]);
+    br.pool_stats.resize(W * pool_stats_.size());
+    br.pool_acc.resize(W * pool_acc_.size());
+    br.own.resize(std::max(size_t{config_.max_batch} * T, 2 * T));
   }
-  branches_.base = position_;
-  branches_.count = count;
-  branches_.active = true;
+  br.limit = depth;
+  br.base = position_;
+  br.count = count;
+  br.active = true;
   for (size_t b = 0; b < count; ++b) {
-    branches_.depth[b] = 0;
+    br.depth[b] = 0;
     std::copy(pool_stats_.begin(), pool_stats_.end(),
-              branches_.pool_stats.begin() + static_cast<std::ptrdiff_t>(b * pool_stats_.size()));
+              br.pool_stats.begin() + static_cast<std::ptrdiff_t>(b * pool_stats_.size()));
     std::copy(pool_acc_.begin(), pool_acc_.end(),
-              branches_.pool_acc.begin() + static_cast<std::ptrdiff_t>(b * pool_acc_.size()));
+              br.pool_acc.begin() + static_cast<std::ptrdiff_t>(b * pool_acc_.size()));
   }
 }
 
@@ -409,12 +379,12 @@ void Decoder::StepBranches(std::span<const uint32_t> branches, std::span<const i
       Fail<InvalidInput>("branches: branch {} is not one of {} distinct branches at depth {}", b,
                          br.count, depth);
   }
-  if (depth >= config_.branch_tokens)
-    Fail<InvalidInput>("branches: a branch holds at most {} positions", config_.branch_tokens);
+  if (depth >= br.limit)
+    Fail<InvalidInput>("branches: a branch holds at most {} positions", br.limit);
   if (config_.kv_window == 0 && br.base + depth + 1 > capacity_)
     Fail<InvalidInput>("{} positions exceed the KV cache capacity {} (no window)",
                        br.base + depth + 1, capacity_);
-  const size_t T = config_.branch_tokens;
+  const size_t T = br.tokens;
   for (size_t i = 0; i < branches.size(); ++i) br.ids[branches[i] * T + depth] = ids[i];
   const size_t B = config_.max_batch;
   for (size_t i0 = 0; i0 < branches.size(); i0 += B) {
@@ -438,16 +408,15 @@ void Decoder::EndBranches(int adopt) {
   }
   RewindPoolCalls(br.base);
   if (adopt >= 0) {
-    // Replay's state: the branch's K/V into the ring slots of its positions, its engram and
+    // As if fed again: the branch's K/V into the ring slots of its positions, its engram and
     // token rings and pooling, position after its last token; the bookkeeping of one call per
     // token. In position order, so that later positions win where ring slots repeat.
-    const size_t b = static_cast<size_t>(adopt), W = config_.branch_width;
-    const size_t T = config_.branch_tokens, d = geometry_.d_model;
+    const size_t b = static_cast<size_t>(adopt), W = br.width;
+    const size_t T = br.tokens, d = geometry_.d_model;
     const size_t sites = geometry_.engram_sites.size();
     const uint32_t count = br.depth[b];
     const KvRing ring = Ring();
     std::vector<uint32_t>& from = br.own;  // scratch: [count] branch slots, then [count] ring slots
-    from.resize(std::max(from.size(), 2 * size_t{count}));
     for (uint32_t k = 0; k < count; ++k) {
       from[k] = static_cast<uint32_t>(capacity_ + k * W + b);
       from[count + k] = static_cast<uint32_t>(ring.Slot(br.base + k));
@@ -471,7 +440,7 @@ void Decoder::EndBranches(int adopt) {
   // The branches' memory leaves the resident set until the next exploration.
   uint32_t deepest = 0;
   for (size_t b = 0; b < br.count; ++b) deepest = std::max(deepest, br.depth[b]);
-  numerics_->ReleaseSlots(capacity_, size_t{deepest} * config_.branch_width);
+  numerics_->ReleaseSlots(capacity_, size_t{deepest} * br.width);
   ReleaseBlockScratch();
 }
 
@@ -541,7 +510,7 @@ void Decoder::Engram(size_t site, const int32_t* ids, size_t n, const uint32_t* 
   const size_t d = g.d_model, sd = g.engram_sub_dim, S = g.engram_slots;
   const size_t eh = g.engram_heads_per_order(), edim = g.engram_dim();
   // e[t] = concatenated table rows picked by the hashed n-grams ending at each position.
-  const size_t T = config_.branch_tokens, sites = g.engram_sites.size();
+  const size_t T = branches_.tokens, sites = g.engram_sites.size();
   const uint32_t base = branches_.base;
   // The token at position q of block token t: the block's, a branch's own, or the ring's.
   auto token_at = [&](size_t t, uint32_t q) {
@@ -693,7 +662,7 @@ void Decoder::RunBlock(const int32_t* ids, size_t n, float* logits, size_t logit
     for (size_t t = 0; t < n; ++t)
       for (uint32_t k = 0; k <= depth; ++k)
         branches_.own[t * (depth + 1) + k] =
-            static_cast<uint32_t>(capacity_ + k * config_.branch_width + branch_of[t]);
+            static_cast<uint32_t>(capacity_ + k * branches_.width + branch_of[t]);
   }
 
   for (size_t li = 0; li < g.num_layers; ++li) {

@@ -54,8 +54,9 @@ struct DecoderConfig {
   bool pool_heads = false;
   // Testing / debugging only: when set, every cell is appended here ([cells, d], allocates).
   std::vector<float>* cell_log = nullptr;
-  // Branch exploration (BeginBranches): up to branch_width branches of up to branch_tokens
-  // positions each, their K/V in slots past the ring (memory touched only by a branch that runs).
+  // Branch exploration (BeginBranches): slots for branch_width branches of branch_tokens
+  // positions each past the ring from the start (touched only by a branch that runs); a larger
+  // exploration grows them.
   uint32_t branch_width = 0;
   uint32_t branch_tokens = 0;
 };
@@ -71,17 +72,6 @@ struct Snapshot {
   std::vector<float> engram_ring;           // [sites, ring, d] values as the conv reads them
   std::vector<int32_t> token_ring;          // last max-order tokens
   std::vector<float> pool_stats, pool_acc;  // probe-head pooling state (if pooling)
-};
-
-// The positions fed since a Save (Decoder::Capture), to put back after rewinding to that Save
-// instead of feeding them again (Decoder::Replay): the winner of a branch exploration. Reusable.
-struct Extension {
-  uint32_t from = 0, count = 0, sink_len = 0;  // positions [from, from + count)
-  std::vector<uint32_t> slots;                 // their KV slots
-  KvState kv;                                  // and what those slots hold
-  std::vector<float> engram_ring;
-  std::vector<int32_t> token_ring;
-  std::vector<float> pool_stats, pool_acc;
 };
 
 // One conversation's decoding state plus all scratch memory. Not thread-safe; one per thread.
@@ -123,16 +113,17 @@ class Decoder {
   // confidence -> one raw logit. Throws InvalidInput without pooling or without cells.
   void HeadOutput(size_t head, std::span<float> out) const;
 
-  // Branch exploration from the current position (the branch point): `count` branches (at most
-  // config.branch_width), each fed its own tokens, in passes of one token per branch
+  // Branch exploration from the current position (the branch point): `count` branches of up to
+  // `depth` positions each, fed their own tokens in passes of one token per branch
   // (StepBranches), while the decoder's own state (position, K/V ring, engram and token rings,
   // pooling) stays as it is. Each branch token gets the bits a Step of its own would give after
   // Rewind to the branch point and that branch's earlier tokens: the candidates of a value are
-  // explored side by side with the weights read once per pass instead of once per candidate.
-  // The first call allocates the branches' buffers.
-  void BeginBranches(size_t count);
+  // explored side by side with the weights read once per pass instead of once per candidate,
+  // and nothing is saved or restored. Allocates when the branches' buffers are first used or
+  // must grow (more or longer branches than before or than the config's).
+  void BeginBranches(size_t count, size_t depth);
   // Feeds ids[i] to branch branches[i] (all at the same depth: positions fed since the branch
-  // point, below config.branch_tokens; distinct branches) and writes its logits to
+  // point, below BeginBranches' depth; distinct branches) and writes its logits to
   // logits[i * vocab ..]. Throws InvalidInput on a bad id, branch or depth.
   void StepBranches(std::span<const uint32_t> branches, std::span<const int32_t> ids,
                     std::span<float> logits);
@@ -141,22 +132,16 @@ class Decoder {
   // Ends the exploration. The engine explores the branches one after the other (a rewind to the
   // branch point, then one call per token): that forward-call bookkeeping is recorded, in branch
   // order, then a rewind to the branch point. With adopt >= 0, branch `adopt`'s positions then
-  // become the decoder's, as Replay of its capture would leave them.
+  // become the decoder's, as feeding them again one token per call would leave them.
   void EndBranches(int adopt);
 
   void Save(Snapshot* snapshot) const;
-  // Captures the positions fed since `base` (a Save of this decoder: same sinks, and fewer
-  // positions since then than the window has slots). Throws InvalidInput otherwise.
-  void Capture(const Snapshot& base, Extension* extension) const;
-  // At the capture's base position (after Rewind(base)): the decoder as it was at the capture,
-  // bit for bit, with the engine's forward-call bookkeeping of feeding those positions one token
-  // per call (what re-feeding them would leave). Throws InvalidInput at another position.
-  void Replay(const Extension& extension);
   // Throws InvalidInput if the snapshot comes from a decoder with another path, window or
   // capacity. The engine's pooled-feature cache counts as valid again (its prefix restore, fn
   // 225: the call history is cleared).
   void Restore(const Snapshot& snapshot);
-  // Restore as a rewind inside a turn (branching, enum selection): the engine rewinds its cache
+  // Restore as the engine's rewind inside a turn (before each branch or enum candidate; the
+  // branch explorations record it without restoring anything, EndBranches): it rewinds its cache
   // from its history of forward-call starts (fn 78, the last kPoolHistory calls); when the
   // snapshot's position is not among them the cache is invalid from then on (PoolCacheValid).
   void Rewind(const Snapshot& snapshot);
@@ -230,12 +215,10 @@ class Decoder {
   void PoolCellsInto(float* stats, float* acc, const int32_t* ids, const float* cells, size_t n,
                      size_t ld, size_t id_stride = 1);
   size_t SlotsUsed() const;
-  // The engram and token rings and the pooling state into / from a Snapshot or
-  // Extension (the state besides the KV slots and the position).
-  template <class State>
-  void SaveRings(State* s) const;
-  template <class State>
-  void LoadRings(const State& s);
+  // The engram and token rings and the pooling state into / from a Snapshot (the state besides
+  // the KV slots and the position).
+  void SaveRings(Snapshot* s) const;
+  void LoadRings(const Snapshot& s);
 
   const Weights* w_;
   format::Geometry geometry_;
@@ -272,6 +255,8 @@ class Decoder {
   // Branch exploration (BeginBranches .. EndBranches). Branch b's position base + k has K/V slot
   // capacity_ + k * width + b (a pass's tokens side by side).
   struct Branches {
+    size_t width = 0, tokens = 0;  // the slots past the ring: width branches of tokens positions
+    size_t limit = 0;              // positions per branch of this exploration (<= tokens)
     uint32_t base = 0;
     size_t count = 0;
     bool active = false;

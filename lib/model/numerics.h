@@ -159,9 +159,13 @@ class ForwardNumerics {
   virtual bool RestoreKv(size_t used, const KvState& state) = 0;
 
   // Copies the K/V of the given slots of every layer into `state` ([layers, slots.size(), ...])
-  // / back from it: the slots of the positions a branch winner wrote (Decoder::Capture / Replay).
+  // / back from it: a branch winner's slots into the ring's (Decoder::EndBranches).
   virtual void SaveSlots(std::span<const uint32_t> slots, KvState* state) const = 0;
   virtual void RestoreSlots(std::span<const uint32_t> slots, const KvState& state) = 0;
+
+  // Grows every layer to `capacity` slots (no-op if it has as many), keeping the contents of its
+  // first `keep` slots (the ring's): the branches' slots past the ring (Decoder::BeginBranches).
+  virtual void ReserveSlots(size_t capacity, size_t keep) = 0;
 
   // Slots [first, first + count) of every layer leave the resident set (their pages wholly
   // inside; the contents are dead: the branches' slots after an exploration).

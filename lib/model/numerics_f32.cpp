@@ -174,6 +174,20 @@ class F32Numerics final : public ForwardNumerics {
       }
   }
 
+  void ReserveSlots(size_t capacity, size_t keep) override {
+    const size_t old = ctx_.capacity;
+    if (capacity <= old) return;
+    const size_t L = ctx_.geometry->num_layers, kvd = ctx_.geometry->kv_dim();
+    for (auto* cache : {&k_cache_, &v_cache_}) {
+      std::unique_ptr<float[]> bigger(new float[L * capacity * kvd]);  // not zeroed (constructor)
+      for (size_t l = 0; l < L; ++l)
+        std::memcpy(&bigger[l * capacity * kvd], &(*cache)[l * old * kvd], keep * kvd * 4);
+      *cache = std::move(bigger);
+    }
+    scores_.resize(scores_.size() / old * capacity);
+    ctx_.capacity = capacity;
+  }
+
   void ReleaseSlots(size_t first, size_t count) override {
     const size_t kvd = ctx_.geometry->kv_dim(), L = ctx_.geometry->num_layers;
     if (count == 0) return;

@@ -16,6 +16,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <unordered_map>
 #include <utility>
 
@@ -530,6 +531,28 @@ class OfficialNumerics final : public ForwardNumerics {
         std::memcpy(&k_scale_[to * kvb], &s.k_scale[from * kvb], kvb * 4);
         std::memcpy(&v_scale_[to * kvb], &s.v_scale[from * kvb], kvb * 4);
       }
+  }
+
+  void ReserveSlots(size_t capacity, size_t keep) override {
+    const size_t old = ctx_.capacity;
+    if (capacity <= old) return;
+    const size_t L = ctx_.geometry->num_layers, kvd = ctx_.geometry->kv_dim();
+    const size_t kvb = kvd / kKvBlock;
+    auto grow = [&](auto& p, size_t per_slot) {
+      using T = std::remove_reference_t<decltype(p[0])>;
+      std::unique_ptr<T[]> bigger(new T[L * capacity * per_slot]);  // not zeroed (constructor)
+      for (size_t l = 0; l < L; ++l)
+        std::memcpy(&bigger[l * capacity * per_slot], &p[l * old * per_slot],
+                    keep * per_slot * sizeof(T));
+      p = std::move(bigger);
+    };
+    grow(kq_, kvd);
+    grow(vq_, kvd);
+    grow(k_scale_, kvb);
+    grow(v_scale_, kvb);
+    scores_.resize(scores_.size() / old * capacity);
+    visible_.resize(visible_.size() / old * capacity);
+    ctx_.capacity = capacity;
   }
 
   void ReleaseSlots(size_t first, size_t count) override {

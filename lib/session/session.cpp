@@ -212,7 +212,6 @@ Session::Session(const format::CactFile& file, std::shared_ptr<const model::Mode
   dc.branch_tokens = static_cast<uint32_t>(std::max(config.protocol.branch_max_tokens, 0));
   decoder_ = std::make_unique<model::Decoder>(*model_, dc);
   logits_.resize(g.vocab);
-  branch_logits_.resize(g.vocab);
   allowed_.resize(g.vocab);
   // Think and free text: anything except <|im_start|>, <think> and the tools/call/result markers.
   const auto& chat = renderer_.tokens();
@@ -723,49 +722,69 @@ void Session::DecodeCall(TurnState& t, bool require_call) {
       // demo held-out line 77, "451 miles to kilometers", returns the engine's count at every
       // budget 36-42 only so; a charged-token floor grounded `kilometers` at budget 40).
       if (!grounded.empty() && t.remaining_committed() >= pc.enum_min_budget) {
-        decoder_->Save(&branch_snapshot_);
-        std::copy(logits_.begin(), logits_.end(), branch_logits_.begin());
-        double best_score = -INFINITY;
-        std::vector<int32_t> best_ids;
-        std::vector<double> scores;
+        // The values the grammar takes, each with its tokens.
+        std::vector<std::string> names;
+        std::vector<std::vector<int32_t>> values;
         for (const std::string& v : grounded) {
           // At a value start before the opening quote (the key token did not carry it: `"day"`
           // then `:`) the quote is forced with the value and only it is charged (measured: the
           // engine's demo conversation 99 turn 2 commits one token more than charging the quote
           // as a step; docs/PROTOCOL-NOTES.md item 17).
-          const std::vector<int32_t> ids =
+          std::vector<int32_t> ids =
               tokenizer_.Encode(after_quote ? v + "\"" : "\"" + v + "\"", false);
           grammar::GrammarState probe;
           grammar::CallGrammar::CopyState(gs, &probe);
           bool ok = true;
           for (int32_t id : ids) ok = ok && tc.Advance(g, probe, id);
           if (!ok || ids.empty()) continue;
-          decoder_->Rewind(branch_snapshot_);
-          // Every token but the last is fed for the next one's log p: known in advance, they run
-          // as one multi-token pass (Decoder::StepEach: the bits of one call per token).
-          const size_t V = logits_.size(), fed = ids.size() - 1;
-          value_logits_.resize(fed * V);
-          decoder_->StepEach({ids.data(), fed}, value_logits_);
-          double score = LogSoftmaxAt(branch_logits_, ids[0]);
-          for (size_t i = 1; i < ids.size(); ++i)
-            score +=
-                LogSoftmaxAt(std::span<const float>(value_logits_).subspan((i - 1) * V, V), ids[i]);
-          if (pc.trace)
-            report::Log(report::LogSeverity::kTrace, "enum grounding: {:?} sum log p {:.6f}", v,
-                        score);
-          scores.push_back(score);
-          if (score > best_score) {
-            best_score = score;
-            best_ids = ids;
-            // Every token but the last is in the decoder: kept for the commit below, which
-            // feeds only the last (as with a branch winner).
-            decoder_->Capture(branch_snapshot_, &branch_extension_);
+          names.push_back(v);
+          values.push_back(std::move(ids));
+        }
+        // A value's score is the sum of its tokens' log p; every token but the last is fed for
+        // the next one's. The engine feeds each value from a rewind; here they are branches fed
+        // side by side (Decoder::StepBranches: the same bits, no state saved or restored).
+        std::vector<double> scores(values.size());
+        size_t longest = 0;
+        for (size_t i = 0; i < values.size(); ++i) {
+          scores[i] = LogSoftmaxAt(logits_, values[i][0]);
+          longest = std::max(longest, values[i].size() - 1);
+        }
+        if (!values.empty()) {
+          decoder_->BeginBranches(values.size(), std::max<size_t>(longest, 1));
+          const size_t V = logits_.size();
+          std::vector<uint32_t> live;
+          std::vector<int32_t> feed;
+          for (size_t k = 0; k < longest; ++k) {
+            live.clear();
+            feed.clear();
+            for (size_t i = 0; i < values.size(); ++i)
+              if (k + 1 < values[i].size()) {
+                live.push_back(static_cast<uint32_t>(i));
+                feed.push_back(values[i][k]);
+              }
+            value_logits_.resize(live.size() * V);
+            decoder_->StepBranches(live, feed, value_logits_);
+            for (size_t j = 0; j < live.size(); ++j)
+              scores[live[j]] += LogSoftmaxAt(
+                  std::span<const float>(value_logits_).subspan(j * V, V), values[live[j]][k + 1]);
           }
         }
-        decoder_->Rewind(branch_snapshot_);
-        std::copy(branch_logits_.begin(), branch_logits_.end(), logits_.begin());
-        if (!best_ids.empty()) {
-          decoder_->Replay(branch_extension_);
+        double best_score = -INFINITY;
+        int best = -1;
+        for (size_t i = 0; i < values.size(); ++i) {
+          if (pc.trace)
+            report::Log(report::LogSeverity::kTrace, "enum grounding: {:?} sum log p {:.6f}",
+                        names[i], scores[i]);
+          if (scores[i] > best_score) {
+            best_score = scores[i];
+            best = static_cast<int>(i);
+          }
+        }
+        // The winner's positions but its last become the decoder's (as re-feeding them would
+        // leave them); the commit below feeds only the last, as with a branch winner.
+        if (!values.empty()) decoder_->EndBranches(best);
+        if (best >= 0) {
+          const std::vector<int32_t>& best_ids = values[best];
           // Like a branch winner: the whole value is committed, only its first token charged to
           // the budget (measured: a truncated turn with "Friday" grounded returns max_tokens + 3
           // for its 4 tokens).
@@ -837,7 +856,7 @@ void Session::DecodeCall(TurnState& t, bool require_call) {
           b.closed = advance_closes(b.state, cands[i], object_depth);
           b.open = !b.closed && static_cast<int>(b.ids.size()) < pc.branch_max_tokens;
         }
-        decoder_->BeginBranches(width);
+        decoder_->BeginBranches(width, static_cast<size_t>(pc.branch_max_tokens));
         const size_t V = logits_.size();
         std::vector<uint32_t> live;
         std::vector<int32_t> feed;

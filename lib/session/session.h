@@ -205,13 +205,13 @@ class Session {
   void LoadPrefix();
   std::string PrefixCacheKey(const format::CactFile& file, const model::DecoderConfig& dc,
                              std::string_view system) const;
-  model::Snapshot prefix_snapshot_, branch_snapshot_, rescore_snapshot_;
-  model::Extension branch_extension_;  // the best branch's positions (DecodeCall)
+  model::Snapshot prefix_snapshot_, rescore_snapshot_;
   int confidence_head_ = -1;
   bool fresh_ = true;  // no turn since the prefix
   bool last_turn_had_calls_ = false;
-  std::vector<float> logits_, branch_logits_;
-  std::vector<float> value_logits_;  // [tokens - 1, vocab] a teacher-forced enum value's steps
+  std::vector<float> logits_;
+  std::vector<float> value_logits_;  // [branches, vocab] a branch pass (DecodeCall), or a re-fed
+                                     // dead end's [tokens, vocab]
   std::vector<uint8_t> allowed_, text_allowed_;
   std::vector<uint8_t> value_start_list_;  // the engine's candidate list at a value start
   // Text tokens by first byte (the engine's table for its per-state candidate lists) and the
