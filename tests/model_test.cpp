@@ -832,6 +832,16 @@ TEST_CASE(
   CHECK_THROWS_AS(dec.EndBranches(2), needle::InvalidInput);
   dec.EndBranches(0);
   CHECK(dec.position() == 5);
+  // An exploration left open (an exception on the way) ends with a Reset or Restore.
+  needle::model::Snapshot at5;
+  dec.Save(&at5);
+  dec.BeginBranches(1, 1);
+  dec.Restore(at5);
+  dec.BeginBranches(1, 1);
+  dec.Reset();
+  dec.BeginBranches(1, 1);
+  dec.EndBranches(-1);
+  CHECK(dec.position() == 0);
 }
 
 TEST_CASE("a decode step attends to the sinks and the window, or to everything without one",

@@ -187,6 +187,7 @@ void Decoder::HeadOutput(size_t head, std::span<float> out) const {
 
 void Decoder::Reset() {
   position_ = 0;
+  branches_.active = false;  // an exploration an exception left open
   pool_valid_ = true;
   pool_pos_ = 0;
   pool_hist_len_ = 0;
@@ -253,6 +254,7 @@ void Decoder::Restore(const Snapshot& s) {
     Fail<InvalidInput>("snapshot KV cache does not match this decoder");
   position_ = s.position;
   sink_len_ = s.sink_len;
+  branches_.active = false;  // an exploration an exception left open
   LoadRings(s);
   pool_valid_ = true;
   pool_pos_ = s.position;

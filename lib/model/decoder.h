@@ -84,7 +84,7 @@ class Decoder {
   const DecoderConfig& config() const { return config_; }
   uint32_t position() const { return position_; }
   uint32_t vocab() const { return geometry_.vocab; }
-  // Forgets everything (position 0).
+  // Forgets everything (position 0; an open branch exploration too).
   void Reset();
   uint32_t sink_len() const { return sink_len_; }
   // Changes the pinned prefix length, e.g. after Reset() when the prefix changes. Allowed while
