@@ -388,7 +388,9 @@ void Decoder::StepBranches(std::span<const uint32_t> branches, std::span<const i
                        br.base + depth + 1, capacity_);
   const size_t T = br.tokens;
   for (size_t i = 0; i < branches.size(); ++i) br.ids[branches[i] * T + depth] = ids[i];
-  const size_t B = config_.max_batch;
+  // The branches' tokens in one call where the path computes a token the same in a call of
+  // several as alone (ForwardNumerics::BlockMatchesSteps), else one call each.
+  const size_t B = numerics_->BlockMatchesSteps() ? config_.max_batch : 1;
   for (size_t i0 = 0; i0 < branches.size(); i0 += B) {
     const size_t n = std::min(B, branches.size() - i0);
     RunBlock(ids.data() + i0, n, logits.data() + i0 * V, 0, false, branches.data() + i0);
