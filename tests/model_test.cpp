@@ -641,6 +641,22 @@ DecoderConfig RewindConfig(NumericPath path) {
   cfg.pool_heads = true;
   return cfg;
 }
+
+// fn(cfg, c) for both numeric paths, 1 and 2 threads and every case c (a window and a context
+// length): cfg is RewindConfig with the case's window and the thread count, named in INFO.
+template <class Case, size_t N, class Fn>
+void ForPathsThreadsCases(const Case (&cases)[N], const Fn& fn) {
+  for (const NumericPath path : {NumericPath::kOfficial, NumericPath::kF32})
+    for (const int threads : {1, 2})
+      for (const Case& c : cases) {
+        INFO(needle::model::NumericPathName(path)
+             << " threads " << threads << " window " << c.window << " context " << c.context);
+        DecoderConfig cfg = RewindConfig(path);
+        cfg.kv_window = c.window;
+        cfg.threads = threads;
+        fn(cfg, c);
+      }
+}
 }  // namespace
 
 TEST_CASE("StepEach leaves the logits, state and call history of one Step per token",
@@ -657,39 +673,31 @@ TEST_CASE("StepEach leaves the logits, state and call history of one Step per to
   // Window 16 after 8 sinks: the ring wraps at position 24. No window: 40 tokens cross the
   // 8-token pass limit five times.
   const Case cases[] = {{16, 2, 12}, {16, 18, 11}, {16, 30, 6}, {0, 3, 40}};
-  for (const NumericPath path : {NumericPath::kOfficial, NumericPath::kF32})
-    for (const int threads : {1, 2})
-      for (const Case& c : cases) {
-        INFO(needle::model::NumericPathName(path)
-             << " threads " << threads << " window " << c.window << " context " << c.context);
-        DecoderConfig cfg = RewindConfig(path);
-        cfg.kv_window = c.window;
-        cfg.threads = threads;
-        const auto context = Tokens(c.context, V, 11), fed = Tokens(c.fed, V, 12);
-        Decoder dec(model, cfg), ref(model, cfg);
-        std::vector<float> got(c.fed * V), want(c.fed * V);
-        needle::model::Snapshot got_state, want_state, mid;
-        dec.Prefill(context, {});
-        ref.Prefill(context, {});
-        dec.StepEach(fed, got);
-        for (size_t i = 0; i < fed.size(); ++i)
-          ref.Step(fed[i], std::span<float>(want).subspan(i * V, V));
-        CHECK(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)) == 0);
-        dec.Save(&got_state);
-        ref.Save(&want_state);
-        CheckSameState(got_state, want_state);
-        // The forward-call history: a rewind to a position inside the fed tokens keeps the probe
-        // cache valid as after single steps (a pass recorded as one call would drop it).
-        Decoder probe(model, cfg);
-        probe.Prefill(context, {});
-        for (size_t i = 0; i + 2 < fed.size(); ++i)
-          probe.Step(fed[i], std::span<float>(want).first(V));
-        probe.Save(&mid);
-        dec.Rewind(mid);
-        ref.Rewind(mid);
-        CHECK(dec.PoolCacheValid() == ref.PoolCacheValid());
-        CHECK(dec.PoolCacheValid());  // the position is among the last 16 call starts
-      }
+  ForPathsThreadsCases(cases, [&](const DecoderConfig& cfg, const Case& c) {
+    const auto context = Tokens(c.context, V, 11), fed = Tokens(c.fed, V, 12);
+    Decoder dec(model, cfg), ref(model, cfg);
+    std::vector<float> got(c.fed * V), want(c.fed * V);
+    needle::model::Snapshot got_state, want_state, mid;
+    dec.Prefill(context, {});
+    ref.Prefill(context, {});
+    dec.StepEach(fed, got);
+    for (size_t i = 0; i < fed.size(); ++i)
+      ref.Step(fed[i], std::span<float>(want).subspan(i * V, V));
+    CHECK(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)) == 0);
+    dec.Save(&got_state);
+    ref.Save(&want_state);
+    CheckSameState(got_state, want_state);
+    // The forward-call history: a rewind to a position inside the fed tokens keeps the probe
+    // cache valid as after single steps (a pass recorded as one call would drop it).
+    Decoder probe(model, cfg);
+    probe.Prefill(context, {});
+    for (size_t i = 0; i + 2 < fed.size(); ++i) probe.Step(fed[i], std::span<float>(want).first(V));
+    probe.Save(&mid);
+    dec.Rewind(mid);
+    ref.Rewind(mid);
+    CHECK(dec.PoolCacheValid() == ref.PoolCacheValid());
+    CHECK(dec.PoolCacheValid());  // the position is among the last 16 call starts
+  });
   // A wrong buffer size is refused before anything is fed.
   Decoder dec(model, RewindConfig(NumericPath::kOfficial));
   std::vector<float> small(V);
@@ -721,95 +729,88 @@ TEST_CASE(
   const Case cases[] = {{16, 30, 2}, {16, 20, 0}, {16, 5, -1}, {0, 9, 1}};
   const std::vector<std::vector<int32_t>> seqs = {Tokens(5, V, 21), Tokens(2, V, 22),
                                                   Tokens(7, V, 23), Tokens(17, V, 25)};
-  for (const NumericPath path : {NumericPath::kOfficial, NumericPath::kF32})
-    for (const int threads : {1, 2})
-      for (const Case& c : cases) {
-        INFO(needle::model::NumericPathName(path)
-             << " threads " << threads << " window " << c.window << " context " << c.context);
-        DecoderConfig cfg = RewindConfig(path);
-        cfg.kv_window = c.window;
-        cfg.threads = threads;
-        Decoder ref(model, cfg);
-        // Slots for the branches past the ring from the start, or grown (after the prefill: the
-        // ring's contents must stay) by the first exploration.
-        if (threads == 1) {
-          cfg.branch_width = 4;
-          cfg.branch_tokens = 17;
-        } else {
-          cfg.branch_width = 2;
-          cfg.branch_tokens = 3;
-        }
-        Decoder dec(model, cfg);
-        needle::model::Snapshot base, got_state, want_state;
-        const auto context = Tokens(c.context, V, 20);
-        ref.Prefill(context, {});
-        ref.Save(&base);
-        std::vector<std::vector<float>> want(seqs.size());
-        for (size_t b = 0; b < seqs.size(); ++b) {
-          ref.Rewind(base);
-          want[b].resize(seqs[b].size() * V);
-          for (size_t i = 0; i < seqs[b].size(); ++i)
-            ref.Step(seqs[b][i], std::span<float>(want[b]).subspan(i * V, V));
-        }
-        ref.Rewind(base);
-        std::vector<float> scratch(V);
-        if (c.adopt >= 0)
-          for (int32_t id : seqs[c.adopt]) ref.Step(id, scratch);
+  ForPathsThreadsCases(cases, [&](DecoderConfig cfg, const Case& c) {
+    Decoder ref(model, cfg);
+    // Slots for the branches past the ring from the start, or grown (after the prefill: the
+    // ring's contents must stay) by the first exploration.
+    if (cfg.threads == 1) {
+      cfg.branch_width = 4;
+      cfg.branch_tokens = 17;
+    } else {
+      cfg.branch_width = 2;
+      cfg.branch_tokens = 3;
+    }
+    Decoder dec(model, cfg);
+    needle::model::Snapshot base, got_state, want_state;
+    const auto context = Tokens(c.context, V, 20);
+    ref.Prefill(context, {});
+    ref.Save(&base);
+    std::vector<std::vector<float>> want(seqs.size());
+    for (size_t b = 0; b < seqs.size(); ++b) {
+      ref.Rewind(base);
+      want[b].resize(seqs[b].size() * V);
+      for (size_t i = 0; i < seqs[b].size(); ++i)
+        ref.Step(seqs[b][i], std::span<float>(want[b]).subspan(i * V, V));
+    }
+    ref.Rewind(base);
+    std::vector<float> scratch(V);
+    if (c.adopt >= 0)
+      for (int32_t id : seqs[c.adopt]) ref.Step(id, scratch);
 
-        dec.Prefill(context, {});
-        dec.BeginBranches(seqs.size(), 17);
-        std::vector<float> got;
-        size_t compared = 0;
-        for (size_t k = 0; k < 17; ++k) {
-          std::vector<uint32_t> live;
-          std::vector<int32_t> ids;
-          for (size_t b = 0; b < seqs.size(); ++b)
-            if (k < seqs[b].size()) {
-              live.push_back(static_cast<uint32_t>(b));
-              ids.push_back(seqs[b][k]);
-            }
-          got.assign(live.size() * V, 0.f);
-          dec.StepBranches(live, ids, got);
-          for (size_t j = 0; j < live.size(); ++j) {
-            INFO("branch " << live[j] << " depth " << k);
-            CHECK(std::memcmp(&got[j * V], &want[live[j]][k * V], V * sizeof(float)) == 0);
-            ++compared;
-          }
+    dec.Prefill(context, {});
+    dec.BeginBranches(seqs.size(), 17);
+    std::vector<float> got;
+    size_t compared = 0;
+    for (size_t k = 0; k < 17; ++k) {
+      std::vector<uint32_t> live;
+      std::vector<int32_t> ids;
+      for (size_t b = 0; b < seqs.size(); ++b)
+        if (k < seqs[b].size()) {
+          live.push_back(static_cast<uint32_t>(b));
+          ids.push_back(seqs[b][k]);
         }
-        CHECK(compared == 31);
-        CHECK(dec.position() == static_cast<uint32_t>(c.context));  // untouched while exploring
-        for (size_t b = 0; b < seqs.size(); ++b) CHECK(dec.BranchDepth(b) == seqs[b].size());
-        dec.EndBranches(c.adopt);
-        CHECK(dec.position() == ref.position());
-        dec.Save(&got_state);
-        ref.Save(&want_state);
-        CheckSameState(got_state, want_state);
-        CHECK(dec.PoolCacheValid() == ref.PoolCacheValid());
-        CHECK_FALSE(ref.PoolCacheValid());
-        std::vector<float> head_got(1), head_want(1);
-        dec.HeadOutput(1, head_got);
-        ref.HeadOutput(1, head_want);
-        CHECK(needle::testing::SameBits(head_got, head_want));
-        // The next step and the call history behind it: rewinds inside the adopted positions
-        // and to the branch point keep or drop the probe cache alike.
-        std::vector<float> next_got(V), next_want(V);
-        dec.Step(7, next_got);
-        ref.Step(7, next_want);
-        CHECK(needle::testing::SameBits(next_got, next_want));
-        if (c.adopt >= 0) {
-          Decoder probe(model, cfg);
-          needle::model::Snapshot mid;
-          probe.Prefill(context, {});
-          probe.Step(seqs[c.adopt][0], next_want);
-          probe.Save(&mid);
-          dec.Rewind(mid);
-          ref.Rewind(mid);
-          CHECK(dec.PoolCacheValid() == ref.PoolCacheValid());
-        }
-        dec.Rewind(base);
-        ref.Rewind(base);
-        CHECK(dec.PoolCacheValid() == ref.PoolCacheValid());
+      got.assign(live.size() * V, 0.f);
+      dec.StepBranches(live, ids, got);
+      for (size_t j = 0; j < live.size(); ++j) {
+        INFO("branch " << live[j] << " depth " << k);
+        CHECK(std::memcmp(&got[j * V], &want[live[j]][k * V], V * sizeof(float)) == 0);
+        ++compared;
       }
+    }
+    CHECK(compared == 31);
+    CHECK(dec.position() == static_cast<uint32_t>(c.context));  // untouched while exploring
+    for (size_t b = 0; b < seqs.size(); ++b) CHECK(dec.BranchDepth(b) == seqs[b].size());
+    dec.EndBranches(c.adopt);
+    CHECK(dec.position() == ref.position());
+    dec.Save(&got_state);
+    ref.Save(&want_state);
+    CheckSameState(got_state, want_state);
+    CHECK(dec.PoolCacheValid() == ref.PoolCacheValid());
+    CHECK_FALSE(ref.PoolCacheValid());
+    std::vector<float> head_got(1), head_want(1);
+    dec.HeadOutput(1, head_got);
+    ref.HeadOutput(1, head_want);
+    CHECK(needle::testing::SameBits(head_got, head_want));
+    // The next step and the call history behind it: rewinds inside the adopted positions
+    // and to the branch point keep or drop the probe cache alike.
+    std::vector<float> next_got(V), next_want(V);
+    dec.Step(7, next_got);
+    ref.Step(7, next_want);
+    CHECK(needle::testing::SameBits(next_got, next_want));
+    if (c.adopt >= 0) {
+      Decoder probe(model, cfg);
+      needle::model::Snapshot mid;
+      probe.Prefill(context, {});
+      probe.Step(seqs[c.adopt][0], next_want);
+      probe.Save(&mid);
+      dec.Rewind(mid);
+      ref.Rewind(mid);
+      CHECK(dec.PoolCacheValid() == ref.PoolCacheValid());
+    }
+    dec.Rewind(base);
+    ref.Rewind(base);
+    CHECK(dec.PoolCacheValid() == ref.PoolCacheValid());
+  });
   // Bad use is refused.
   Decoder dec(model, RewindConfig(NumericPath::kOfficial));
   std::vector<float> logits(2 * V);
