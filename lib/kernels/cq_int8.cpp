@@ -35,6 +35,24 @@ int8_t RoundToI8(float x) {
   return static_cast<int8_t>(t);
 }
 
+// The int8 weights of a row's group g (cb.q of its raw codes). A group of 128 codes starts on a
+// byte boundary at any width; 2 and 4 bits are read a byte at a time.
+void UnpackGroupI8(const uint8_t* row_codes, size_t g, uint32_t bits, const I8Codebook& cb,
+                   int8_t* w) {
+  const uint8_t* p = row_codes + g * kI8Group * bits / 8;
+  if (bits == 2) {
+    for (size_t k = 0; k < kI8Group / 4; ++k)
+      for (uint32_t j = 0; j < 4; ++j) w[4 * k + j] = cb.q[(p[k] >> (2 * j)) & 3u];
+  } else if (bits == 4) {
+    for (size_t k = 0; k < kI8Group / 2; ++k) {
+      w[2 * k] = cb.q[p[k] & 15u];
+      w[2 * k + 1] = cb.q[p[k] >> 4];
+    }
+  } else {
+    for (size_t k = 0; k < kI8Group; ++k) w[k] = cb.q[CqCodeAt(p, k, bits)];
+  }
+}
+
 }  // namespace
 
 float QuantizeI8(const float* v, size_t n, int8_t* q) {
@@ -81,18 +99,18 @@ void CqGemmI8Reference(const CqMatrix& m, const I8Codebook& cb, const I8Acts& ac
   for (size_t r = row_begin; r < row_end; ++r) {
     const uint8_t* codes = m.codes + r * m.row_bytes;
     const uint8_t* norms = m.norms + r * groups * 2;
-    for (size_t t = 0; t < acts.n; ++t) {
-      const int8_t* qx = acts.q + t * acts.in_pad;
-      const float* sx = acts.scales + t * groups;
-      float acc = 0.f;
-      for (size_t g = 0; g < groups; ++g) {
-        for (size_t k = 0; k < kI8Group; ++k)
-          w[k] = cb.q[CqCodeAt(codes, g * kI8Group + k, m.code_bits)];
-        const int32_t dot = DotI8Reference(w, qx + g * kI8Group, kI8Group);
-        const float norm = F16ToF32(LoadLE<uint16_t>(norms + 2 * g));
-        acc = norm * (cb.scale * (sx[g] * static_cast<float>(dot))) + acc;
+    // Each token's sum runs over the groups in order, kept in its output between groups; a
+    // group's weights are unpacked once for all tokens.
+    for (size_t t = 0; t < acts.n; ++t) y[t * ldy + (r - row_begin)] = 0.f;
+    for (size_t g = 0; g < groups; ++g) {
+      UnpackGroupI8(codes, g, m.code_bits, cb, w);
+      const float norm = F16ToF32(LoadLE<uint16_t>(norms + 2 * g));
+      for (size_t t = 0; t < acts.n; ++t) {
+        const int32_t dot = DotI8Reference(w, acts.q + t * acts.in_pad + g * kI8Group, kI8Group);
+        const float sx = acts.scales[t * groups + g];
+        float& acc = y[t * ldy + (r - row_begin)];
+        acc = norm * (cb.scale * (sx * static_cast<float>(dot))) + acc;
       }
-      y[t * ldy + (r - row_begin)] = acc;
     }
   }
 }
