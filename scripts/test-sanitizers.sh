@@ -2,14 +2,25 @@
 # The whole test suite under AddressSanitizer + UndefinedBehaviorSanitizer: a clang-14 build into
 # ./build-asan (-O1, -fsanitize=address,undefined -fno-sanitize-recover=undefined), then CTest.
 # Exits non-zero on any build error, sanitizer report or test failure.
+# --build-only: the build alone; --test-only: CTest on the build there is (.ci/run runs the two as
+# jobs of their own, so that fuzzing can start on the build while the suite runs). Other arguments
+# go to CTest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/setup.sh --clang
+step=all
+case "${1:-}" in
+  --build-only) step=build; shift ;;
+  --test-only) step=test; shift ;;
+esac
 JOBS=${NEEDLE_JOBS:-$(nproc)}
 t0=$SECONDS
-bash scripts/configure-sanitized.sh build-asan
-cmake --build build-asan -j "$JOBS"
-echo "test-sanitizers: build done in $((SECONDS - t0)) s"
+if [ "$step" != test ]; then
+  bash scripts/setup.sh --clang
+  bash scripts/configure-sanitized.sh build-asan
+  cmake --build build-asan -j "$JOBS"
+  echo "test-sanitizers: build done in $((SECONDS - t0)) s"
+  if [ "$step" = build ]; then exit 0; fi
+fi
 export ASAN_OPTIONS="detect_leaks=1:abort_on_error=1:strict_string_checks=1:detect_stack_use_after_return=1"
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
 # libneedle.so takes the ASan runtime from the process that loads it: the Python ctypes example

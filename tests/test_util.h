@@ -29,6 +29,14 @@ inline constexpr size_t kSanitizerCaseStride = 4;
 #else
 inline constexpr size_t kSanitizerCaseStride = 1;
 #endif
+// CLI tests that start a process per case (the same command over different inputs) check every
+// third case in the sanitizer build, where each process takes seconds (an ASan `needle run` ~18x
+// a release one), and every case otherwise.
+#ifdef NEEDLE_SANITIZED
+inline constexpr size_t kSanitizerCliStride = 3;
+#else
+inline constexpr size_t kSanitizerCliStride = 1;
+#endif
 
 inline std::string DataPath(const std::string& rel) {
   std::string path = NEEDLE_TEST_DATA;
