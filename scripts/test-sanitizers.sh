@@ -58,7 +58,9 @@ t1=$SECONDS
 #                                       tests (tiny and small, edits, bad input).
 #  (not excluded: the demo held-out set at budget 256 and the seed-1 conversations, which check
 #  every twelfth line or conversation in this build: kHeldoutStride, tests/session_v2_test.cpp;
-#  the session goldens of every model check every fourth case: kSanitizerCaseStride, test_util.h.
+#  the session goldens of every model check every fourth case: kSanitizerCaseStride, test_util.h;
+#  the run --batch and embed --confidence tests start a process for every third case:
+#  kSanitizerCliStride, test_util.h.
 #  The CI run of 2026-12-07 took 3,692 s with every second / sixth, over its 60-minute budget.)
 cd build-asan
 ctest --output-on-failure -j "$JOBS" \
