@@ -6,7 +6,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
+#include <memory>
 #include <new>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -107,9 +109,36 @@ class HugePageBuffer {
   size_t size_ = 0;
 };
 
-// Releases the pages of v past its first `keep` elements.
+// An allocator whose value-less construction leaves trivial elements uninitialized: a
+// std::vector<T, UninitAllocator<T>> resizes without writing its new elements, so scratch whose
+// every element is written before it is read keeps the pages it never uses out of the resident
+// set (a large block comes straight from the kernel) instead of faulting them all in to zero them.
 template <class T>
-void ReleaseTail(std::vector<T>& v, size_t keep) {
+struct UninitAllocator : std::allocator<T> {
+  template <class U>
+  struct rebind {
+    using other = UninitAllocator<U>;
+  };
+  UninitAllocator() = default;
+  template <class U>
+  explicit UninitAllocator(const UninitAllocator<U>& /*other*/) noexcept {}
+  template <class U>
+  void construct(U* p) noexcept(std::is_nothrow_default_constructible_v<U>) {
+    ::new (static_cast<void*>(p)) U;  // default-initialization: no write for trivial types
+  }
+  template <class U, class... Args>
+  void construct(U* p, Args&&... args) {
+    ::new (static_cast<void*>(p)) U(std::forward<Args>(args)...);
+  }
+};
+
+// Scratch memory: written before it is read, so never zeroed (UninitAllocator).
+template <class T>
+using ScratchVector = std::vector<T, UninitAllocator<T>>;
+
+// Releases the pages of v past its first `keep` elements.
+template <class T, class A>
+void ReleaseTail(std::vector<T, A>& v, size_t keep) {
   if (keep < v.size()) ReleasePages(v.data() + keep, (v.size() - keep) * sizeof(T));
 }
 

@@ -479,7 +479,7 @@ void Decoder::ReleaseBlockScratch() {
   // a block's other shares (~2.3 MB at the official geometry) leave the resident set until the
   // next block, so they do not add to the peak while the KV ring fills (issue 8's memory).
   const size_t B = config_.max_batch;
-  for (std::vector<float>* v : BlockBuffersOf(*this)) ReleaseTail(*v, v->size() / B);
+  for (ScratchVector<float>* v : BlockBuffersOf(*this)) ReleaseTail(*v, v->size() / B);
   // [sites, B, d]: each site's first token stays.
   const size_t sites = geometry_.engram_sites.size();
   for (auto* v : {&eng_kk_, &eng_v_})
@@ -492,11 +492,11 @@ void Decoder::ReleaseBlockScratch() {
 
 Decoder::ScratchUse Decoder::BlockScratchUse() const {
   ScratchUse use;
-  auto add = [&use](const std::vector<float>& v) {
+  auto add = [&use](const ScratchVector<float>& v) {
     use.bytes += v.size() * sizeof(float);
     use.resident += ResidentBytes(v.data(), v.size() * sizeof(float));
   };
-  for (const std::vector<float>* v : BlockBuffersOf(*this)) add(*v);
+  for (const ScratchVector<float>* v : BlockBuffersOf(*this)) add(*v);
   add(eng_kk_);
   add(eng_v_);
   return use;

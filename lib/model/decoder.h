@@ -10,6 +10,7 @@
 #include <span>
 #include <vector>
 
+#include "base/pages.h"
 #include "format/cact.h"
 #include "kernels/dispatch.h"
 #include "kernels/parallel.h"
@@ -267,25 +268,25 @@ class Decoder {
     std::vector<uint32_t> own;                // [max_batch, tokens] a pass's BranchKv slots
     KvState moved;                            // the adopted branch's K/V on their way
   } branches_;
-  std::vector<float> cell_;        // [B, d] lane means
+  ScratchVector<float> cell_;      // [B, d] lane means
   std::vector<float> step_cells_;  // [B, layers + 1, d] a StepEach pass's cells (grown on use)
 
-  // Scratch, sized for max_batch tokens (B).
-  std::vector<float> rope_freqs_;               // [head_dim / 2]
-  std::vector<float> rope_cs_;                  // [max_batch, head_dim] cos, sin of the block
-  std::vector<float> lanes_, lanes_next_, nx_;  // [B, lanes * d]
-  std::vector<float> coef_;                     // [B, lanes + lanes + lanes*lanes] mHC logits
-  std::vector<float> u_, bx_, h_, x_, a_, y_;   // [B, d]
-  std::vector<float> q_, gate_, o_;             // [B, attn_dim]
-  std::vector<float> k_, v_;                    // [B, kv_dim]
-  std::vector<float> z_, silu_;                 // [B, hada_n]
-  std::vector<float> eng_e_;                    // [B, engram_dim]
-  std::vector<float> eng_kk_, eng_v_;           // [sites, B, d]
-  std::vector<float> eng_vraw_;                 // [B, d]
-  std::vector<float> sink_p_;                   // [B, lanes * lanes] Sinkhorn matrices
-  std::vector<float> sink_scratch_;             // [B, lanes * lanes + 2 * lanes]
-  std::vector<float> row_scratch_;              // [max in_pad] for row decoding
-  std::vector<uint8_t> table_row_;              // one engram table row read from the file
+  // Scratch, sized for max_batch tokens (B), never zeroed (written before it is read).
+  std::vector<float> rope_freqs_;                 // [head_dim / 2]
+  ScratchVector<float> rope_cs_;                  // [max_batch, head_dim] cos, sin of the block
+  ScratchVector<float> lanes_, lanes_next_, nx_;  // [B, lanes * d]
+  ScratchVector<float> coef_;                     // [B, lanes + lanes + lanes*lanes] mHC logits
+  ScratchVector<float> u_, bx_, h_, x_, a_, y_;   // [B, d]
+  ScratchVector<float> q_, gate_, o_;             // [B, attn_dim]
+  ScratchVector<float> k_, v_;                    // [B, kv_dim]
+  ScratchVector<float> z_, silu_;                 // [B, hada_n]
+  ScratchVector<float> eng_e_;                    // [B, engram_dim]
+  ScratchVector<float> eng_kk_, eng_v_;           // [sites, B, d]
+  ScratchVector<float> eng_vraw_;                 // [B, d]
+  ScratchVector<float> sink_p_;                   // [B, lanes * lanes] Sinkhorn matrices
+  ScratchVector<float> sink_scratch_;             // [B, lanes * lanes + 2 * lanes]
+  std::vector<float> row_scratch_;                // [max in_pad] for row decoding
+  std::vector<uint8_t> table_row_;                // one engram table row read from the file
 };
 
 }  // namespace needle::model

@@ -595,15 +595,15 @@ class OfficialNumerics final : public ForwardNumerics {
   NumericsContext ctx_;
   std::shared_ptr<const PhiRows> phi_;          // shared by the model's decoders (DerivedData)
   std::shared_ptr<const TiledMatrices> tiled_;  // the projected matrices' copies (DerivedData)
-  // Scratch for max_batch tokens (B).
-  std::vector<int8_t> act_q_;      // [B, max in_pad] quantized activations (kernel layout)
-  std::vector<float> act_scale_;   // [B, max in_pad / 128]
-  std::vector<int8_t> mhc_q_;      // [B, lanes * d]
-  std::vector<float> mhc_scale_;   // [B]
-  std::vector<int8_t> qq_;         // [B, attn_dim] queries int8 per head
-  std::vector<float> q_scale_;     // [B, num_heads] query scale * 1/sqrtf(head_dim)
-  std::vector<float> scores_;      // [tasks, capacity, num_heads] per attention task
-  std::vector<uint32_t> visible_;  // [B, capacity] slots each token attends to, in order
+  // Scratch for max_batch tokens (B), never zeroed (written before it is read).
+  ScratchVector<int8_t> act_q_;      // [B, max in_pad] quantized activations (kernel layout)
+  ScratchVector<float> act_scale_;   // [B, max in_pad / 128]
+  ScratchVector<int8_t> mhc_q_;      // [B, lanes * d]
+  ScratchVector<float> mhc_scale_;   // [B]
+  ScratchVector<int8_t> qq_;         // [B, attn_dim] queries int8 per head
+  ScratchVector<float> q_scale_;     // [B, num_heads] query scale * 1/sqrtf(head_dim)
+  ScratchVector<float> scores_;      // [tasks, capacity, num_heads] per attention task
+  ScratchVector<uint32_t> visible_;  // [B, capacity] slots each token attends to, in order
   // The KV ring: [layers, capacity, kv_dim] int8 and [layers, capacity, kv_dim / 64] scales.
   std::unique_ptr<int8_t[]> kq_, vq_;
   std::unique_ptr<float[]> k_scale_, v_scale_;
