@@ -1064,58 +1064,68 @@ void GemmI8(const CqMatrix& m, const I8Codebook& cb, const I8Acts& acts, size_t 
 }
 
 #if defined(__AVX512VNNI__)
-// Rows against kT vectors (DotI8RowsFn), two rows at a time: each 64 bytes of a row are flipped
-// to unsigned once (a + 128) and meet the same 64 bytes of every vector in its own vpdpbusd
-// chain (2 * kT chains); 128 * (sum of the vector) is subtracted once per vector, not per row.
-// Exact: |dot| + 128 * |sum| < 2^31 for n < 2^16.
+// Rows against kT vectors (DotI8RowsFn), up to kR rows at a time: each 64 bytes of a row are
+// flipped to unsigned once (a + 128) and meet the same 64 bytes of every vector in its own
+// vpdpbusd chain (kR * kT chains: 8 keep the unit busy at vpdpbusd's 4-cycle latency, so a single
+// vector takes 8 rows at a time); 128 * (sum of the vector) is subtracted once per vector, not per
+// row. Exact: |dot| + 128 * |sum| < 2^31 for n < 2^16.
+template <size_t kT, size_t kR>
+void DotI8RowsBlock(const int8_t* a, size_t lda, const int8_t* x, size_t ldx, size_t n64,
+                    const int32_t* bias, int32_t* out, size_t ldo) {
+  const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
+  __m512i acc[kR][kT];
+  for (auto& row : acc)
+    for (__m512i& v : row) v = _mm512_setzero_si512();
+  for (size_t i = 0; i < n64; i += 64) {
+    __m512i u[kR];
+    for (size_t r = 0; r < kR; ++r)
+      u[r] = _mm512_xor_si512(_mm512_loadu_si512(a + r * lda + i), flip);
+    for (size_t t = 0; t < kT; ++t) {
+      const __m512i xv = _mm512_loadu_si512(x + t * ldx + i);
+      for (size_t r = 0; r < kR; ++r) acc[r][t] = _mm512_dpbusd_epi32(acc[r][t], u[r], xv);
+    }
+  }
+  for (size_t t = 0; t < kT; ++t)
+    for (size_t r = 0; r < kR; ++r) out[t * ldo + r] = _mm512_reduce_add_epi32(acc[r][t]) - bias[t];
+}
+
 template <size_t kT>
 void DotI8RowsTile(const int8_t* a, size_t lda, size_t rows, const int8_t* x, size_t ldx, size_t n,
                    int32_t* out, size_t ldo) {
-  constexpr size_t kR = 2;
   const size_t n64 = n / 64 * 64;
-  const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80)), ones = _mm512_set1_epi8(1);
+  const __m512i ones = _mm512_set1_epi8(1);
   int32_t bias[kT];
-  for (size_t t = 0; t < kT; ++t) {
-    __m512i s = _mm512_setzero_si512();
+  for (size_t t = 0; t < kT; ++t) {  // four chains: this runs before every row block
+    __m512i s[4];
+    for (__m512i& v : s) v = _mm512_setzero_si512();
     for (size_t i = 0; i < n64; i += 64)
-      s = _mm512_dpbusd_epi32(s, ones, _mm512_loadu_si512(x + t * ldx + i));
-    bias[t] = _mm512_reduce_add_epi32(s) * 128;
+      s[i / 64 % 4] = _mm512_dpbusd_epi32(s[i / 64 % 4], ones, _mm512_loadu_si512(x + t * ldx + i));
+    bias[t] = _mm512_reduce_add_epi32(
+                  _mm512_add_epi32(_mm512_add_epi32(s[0], s[1]), _mm512_add_epi32(s[2], s[3]))) *
+              128;
   }
-  auto finish = [&](__m512i acc, const int8_t* row, size_t t) {
-    int32_t s = _mm512_reduce_add_epi32(acc) - bias[t];
-    for (size_t i = n64; i < n; ++i) s += int32_t{row[i]} * int32_t{x[t * ldx + i]};
-    return s;
-  };
+  constexpr size_t kWide = kT == 1 ? 8 : kT == 2 ? 4 : 2;  // rows per block: >= 8 chains
   size_t r = 0;
-  for (; r + kR <= rows; r += kR) {
-    const int8_t* a0 = a + r * lda;
-    const int8_t* a1 = a0 + lda;
-    __m512i acc0[kT], acc1[kT];
-    for (size_t t = 0; t < kT; ++t) acc0[t] = acc1[t] = _mm512_setzero_si512();
-    for (size_t i = 0; i < n64; i += 64) {
-      const __m512i u0 = _mm512_xor_si512(_mm512_loadu_si512(a0 + i), flip);
-      const __m512i u1 = _mm512_xor_si512(_mm512_loadu_si512(a1 + i), flip);
-      for (size_t t = 0; t < kT; ++t) {
-        const __m512i xv = _mm512_loadu_si512(x + t * ldx + i);
-        acc0[t] = _mm512_dpbusd_epi32(acc0[t], u0, xv);
-        acc1[t] = _mm512_dpbusd_epi32(acc1[t], u1, xv);
-      }
-    }
-    for (size_t t = 0; t < kT; ++t) {
-      out[t * ldo + r] = finish(acc0[t], a0, t);
-      out[t * ldo + r + 1] = finish(acc1[t], a1, t);
+  for (; r + kWide <= rows; r += kWide)
+    DotI8RowsBlock<kT, kWide>(a + r * lda, lda, x, ldx, n64, bias, out + r, ldo);
+  if constexpr (kWide > 4) {
+    if (r + 4 <= rows) {
+      DotI8RowsBlock<kT, 4>(a + r * lda, lda, x, ldx, n64, bias, out + r, ldo);
+      r += 4;
     }
   }
-  for (; r < rows; ++r) {
-    const int8_t* a0 = a + r * lda;
-    __m512i acc0[kT];
-    for (size_t t = 0; t < kT; ++t) acc0[t] = _mm512_setzero_si512();
-    for (size_t i = 0; i < n64; i += 64) {
-      const __m512i u0 = _mm512_xor_si512(_mm512_loadu_si512(a0 + i), flip);
-      for (size_t t = 0; t < kT; ++t)
-        acc0[t] = _mm512_dpbusd_epi32(acc0[t], u0, _mm512_loadu_si512(x + t * ldx + i));
+  if constexpr (kWide > 2) {
+    if (r + 2 <= rows) {
+      DotI8RowsBlock<kT, 2>(a + r * lda, lda, x, ldx, n64, bias, out + r, ldo);
+      r += 2;
     }
-    for (size_t t = 0; t < kT; ++t) out[t * ldo + r] = finish(acc0[t], a0, t);
+  }
+  if (r < rows) DotI8RowsBlock<kT, 1>(a + r * lda, lda, x, ldx, n64, bias, out + r, ldo);
+  if (n64 < n) {  // the tail of every row, in place of the integer sums above (exact either way)
+    for (size_t t = 0; t < kT; ++t)
+      for (size_t row = 0; row < rows; ++row)
+        for (size_t i = n64; i < n; ++i)
+          out[t * ldo + row] += int32_t{a[row * lda + i]} * int32_t{x[t * ldx + i]};
   }
 }
 
