@@ -558,7 +558,8 @@ TEST_CASE("int8 dot rows: every table equals the reference, -128 included", "[ke
   size_t compared = 0;
   for (size_t n : {size_t{0}, size_t{1}, size_t{31}, size_t{63}, size_t{64}, size_t{65},
                    size_t{127}, size_t{128}, size_t{2048}, size_t{2049}}) {
-    for (size_t rows : {size_t{1}, size_t{3}, size_t{4}, size_t{5}, size_t{7}, size_t{16}, size_t{17}, size_t{24}}) {
+    for (size_t rows : {size_t{1}, size_t{3}, size_t{4}, size_t{5}, size_t{7}, size_t{16},
+                        size_t{17}, size_t{24}}) {
       // One to nine vectors: whole groups of four, each remainder, and a single one.
       for (size_t nx : {size_t{1}, size_t{2}, size_t{3}, size_t{4}, size_t{5}, size_t{9}}) {
         const size_t lda = n + (rows % 3);  // rows not necessarily contiguous
