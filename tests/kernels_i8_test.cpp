@@ -412,12 +412,15 @@ size_t TileByteAt(k::CqTileLayout layout, size_t k, size_t p) {
 
 TEST_CASE("16-row tiles hold each code byte and norm where cq_int8.h says", "[kernels][i8]") {
   std::mt19937 rng(41);
-  const TestMatrix t = MakeMatrix(32, 300, 2, false, &rng);
-  for (const k::CqTileLayout layout :
-       {k::CqTileLayout::kByteColumns, k::CqTileLayout::kRowDwords}) {
-    INFO(k::CqTileLayoutName(layout));
+  for (const auto& [layout, bits] : {std::pair{k::CqTileLayout::kByteColumns, uint32_t{2}},
+                                     std::pair{k::CqTileLayout::kRowDwords, uint32_t{2}},
+                                     std::pair{k::CqTileLayout::kRowDwords, uint32_t{4}}}) {
+    INFO(k::CqTileLayoutName(layout) << " " << bits << "-bit");
+    const TestMatrix t = MakeMatrix(32, 300, bits, false, &rng);
     const bool f16 = layout == k::CqTileLayout::kRowDwords;  // norms as the file's f16, else f32
-    const size_t block_bytes = f16 ? 544 : 576;              // 512 code bytes + 16 norms
+    const size_t code_bytes = 16 * bits;                     // a row's per group
+    const size_t block_bytes = 16 * code_bytes + (f16 ? 32 : 64);
+    REQUIRE(block_bytes == k::CqTileBlockBytes(layout, bits));  // 544, 576, 1056
     const size_t bytes = k::CqTileBytes(t.m, layout);
     REQUIRE(bytes == 2 * t.m.groups_per_row * block_bytes);  // 2 tiles x 3 groups
     std::vector<uint8_t> tiles(bytes, 0xa5);
@@ -426,16 +429,16 @@ TEST_CASE("16-row tiles hold each code byte and norm where cq_int8.h says", "[ke
     for (size_t r = 0; r < t.m.rows; ++r)
       for (size_t g = 0; g < t.m.groups_per_row; ++g) {
         const uint8_t* block = tiles.data() + (r / 16 * t.m.groups_per_row + g) * block_bytes;
-        for (size_t byte = 0; byte < 32; ++byte)
-          wrong +=
-              block[TileByteAt(layout, byte, r % 16)] != t.codes[r * t.m.row_bytes + 32 * g + byte];
+        for (size_t byte = 0; byte < code_bytes; ++byte)
+          wrong += block[TileByteAt(layout, byte, r % 16)] !=
+                   t.codes[r * t.m.row_bytes + code_bytes * g + byte];
         const size_t at = 2 * (r * t.m.groups_per_row + g);
         const auto half = static_cast<uint16_t>(t.norms[at] | t.norms[at + 1] << 8);
         uint32_t stored = 0, want = half;  // the f16 bits, or the f32 bits
         if (f16) {
-          std::memcpy(&stored, block + 512 + 2 * (r % 16), 2);
+          std::memcpy(&stored, block + 16 * code_bytes + 2 * (r % 16), 2);
         } else {
-          std::memcpy(&stored, block + 512 + 4 * (r % 16), 4);
+          std::memcpy(&stored, block + 16 * code_bytes + 4 * (r % 16), 4);
           const float norm = needle::F16ToF32(half);
           std::memcpy(&want, &norm, 4);
         }
@@ -443,14 +446,47 @@ TEST_CASE("16-row tiles hold each code byte and norm where cq_int8.h says", "[ke
       }
     CHECK(wrong == 0);
   }
-  // Only 2-bit matrices of whole tiles are tiled.
+  // Tiled: matrices of whole tiles, 2-bit in either layout, 4-bit in row dwords.
   for (const k::CqTileLayout layout :
        {k::CqTileLayout::kByteColumns, k::CqTileLayout::kRowDwords}) {
     CHECK(k::CqTileBytes(MakeMatrix(17, 300, 2, false, &rng).m, layout) == 0);
-    CHECK(k::CqTileBytes(MakeMatrix(32, 300, 4, false, &rng).m, layout) == 0);
+    CHECK(k::CqTileBytes(MakeMatrix(17, 300, 4, false, &rng).m, layout) == 0);
     CHECK(k::CqTileBytes(MakeMatrix(32, 300, 3, false, &rng).m, layout) == 0);
   }
-  CHECK(k::CqTileBytes(t.m, k::CqTileLayout::kNone) == 0);
+  CHECK(k::CqTileBytes(MakeMatrix(32, 300, 4, false, &rng).m, k::CqTileLayout::kByteColumns) == 0);
+  CHECK(k::CqTileBytes(MakeMatrix(32, 300, 2, false, &rng).m, k::CqTileLayout::kNone) == 0);
+}
+
+TEST_CASE("CqDecodeRow reads a tiled matrix's rows from its tiles", "[kernels][i8]") {
+  std::mt19937 rng(47);
+  for (const auto& [layout, bits] : {std::pair{k::CqTileLayout::kByteColumns, uint32_t{2}},
+                                     std::pair{k::CqTileLayout::kRowDwords, uint32_t{2}},
+                                     std::pair{k::CqTileLayout::kRowDwords, uint32_t{4}}}) {
+    INFO(k::CqTileLayoutName(layout) << " " << bits << "-bit");
+    const TestMatrix t = MakeMatrix(48, 300, bits, false, &rng);
+    std::vector<uint8_t> tiles(k::CqTileBytes(t.m, layout));
+    REQUIRE(!tiles.empty());
+    k::MakeCqTiles(t.m, layout, tiles.data());
+    // The twin's codes and norms are other bytes: only its tiles give the rows.
+    std::vector<uint8_t> junk_codes(t.codes.size(), 0x5a), junk_norms(t.norms.size(), 0x3c);
+    k::CqMatrix twin = t.m;
+    twin.codes = junk_codes.data();
+    twin.norms = junk_norms.data();
+    twin.tiles = tiles.data();
+    twin.tile_layout = layout;
+    std::vector<float> scratch(t.m.in_pad), want(t.m.cols), got(t.m.cols);
+    size_t differ = 0;
+    for (size_t r = 0; r < t.m.rows; ++r) {
+      k::CqDecodeRow(t.m, r, want.data(), scratch.data());
+      k::CqDecodeRow(twin, r, got.data(), scratch.data());
+      differ += !SameBits(want, got);
+    }
+    CHECK(differ == 0);
+    twin.tiles = nullptr;  // the junk decodes to other values: the comparison can fail
+    k::CqDecodeRow(t.m, 5, want.data(), scratch.data());
+    k::CqDecodeRow(twin, 5, got.data(), scratch.data());
+    CHECK_FALSE(SameBits(want, got));
+  }
 }
 
 TEST_CASE("integer CQ gemm: matrices with 16-row tiles give the reference's bits",
@@ -459,66 +495,76 @@ TEST_CASE("integer CQ gemm: matrices with 16-row tiles give the reference's bits
   RequireFastVariants(variants);
   std::mt19937 rng(43);
   size_t cases = 0, tiled_tables = 0;
-  for (const bool ternary : {false, true})
+  // 2-bit (plain and ternary) in both layouts; 4-bit in row dwords (the LM head).
+  struct Kind {
+    uint32_t bits;
+    bool ternary;
+    k::CqTileLayout layout;
+  };
+  for (const Kind& kind :
+       {Kind{2, false, k::CqTileLayout::kByteColumns}, Kind{2, false, k::CqTileLayout::kRowDwords},
+        Kind{2, true, k::CqTileLayout::kByteColumns}, Kind{2, true, k::CqTileLayout::kRowDwords},
+        Kind{4, false, k::CqTileLayout::kRowDwords}})
     for (const auto& [rows, cols] :
-         {std::pair<size_t, size_t>{16, 128}, {48, 300}, {64, 512}, {32, 17 * 128 + 5}})
-      for (const k::CqTileLayout layout :
-           {k::CqTileLayout::kByteColumns, k::CqTileLayout::kRowDwords}) {
-        TestMatrix t = MakeMatrix(rows, cols, 2, ternary, &rng);
-        std::vector<uint8_t> tiles(k::CqTileBytes(t.m, layout));
-        REQUIRE(!tiles.empty());
-        k::MakeCqTiles(t.m, layout, tiles.data());
-        TestMatrix tiled = t;
-        tiled.m.codes = tiled.codes.data();
-        tiled.m.norms = tiled.norms.data();
-        tiled.m.tiles = tiles.data();
-        tiled.m.tile_layout = layout;
-        // One token (the gemv), a few (one at a time), whole 16-token lane tiles and a partial one.
-        for (const size_t n : {size_t{1}, size_t{3}, size_t{16}, size_t{27}}) {
-          const auto x = MakeActivations(n, cols, cols, &rng);
-          for (const auto& [rb, re] :
-               {std::pair{size_t{0}, rows}, std::pair{size_t{1}, rows - 1},
-                std::pair{size_t{5}, rows / 2 + 3}, std::pair{rows - 16, rows}}) {
-            const auto ref = RunGemm(variants.front(), t, x, n, cols, rb, re);
-            for (size_t vi = 1; vi < variants.size(); ++vi) {
-              INFO(variants[vi].name << (ternary ? " ternary" : "") << " rows " << rows << " ["
-                                     << rb << ", " << re << ") cols " << cols << " tokens " << n
-                                     << " tiles " << k::CqTileLayoutName(layout));
-              CHECK(SameBits(ref, RunGemm(variants[vi], tiled, x, n, cols, rb, re)));
-              ++cases;
-            }
-          }
-        }
-        // A table that reads tiles of this layout sees a change in them (the comparison above can
-        // fail), on one token and on a lane tile of tokens.
-        for (const Variant& v : variants) {
-          if (TileLayoutOf(v.name) != layout) continue;
-          for (const size_t n : {size_t{1}, size_t{16}}) {
-            INFO(v.name << " tokens " << n << " rows " << rows << " cols " << cols
-                        << (ternary ? " ternary" : ""));
-            std::normal_distribution<float> gauss(0.f, 1.f);  // dense: every code byte counts
-            std::vector<float> x(n * cols);
-            for (float& value : x) value = gauss(rng);
-            const auto before = RunGemm(v, tiled, x, n, cols, 0, rows);
-            for (size_t g = 0; g < t.m.groups_per_row; ++g)
-              tiles[g * k::CqTileBlockBytes(layout) + TileByteAt(layout, 7, 3)] ^=
-                  0x55;  // row 3, byte 7
-            const auto after = RunGemm(v, tiled, x, n, cols, 0, rows);
-            for (size_t g = 0; g < t.m.groups_per_row; ++g)  // restored
-              tiles[g * k::CqTileBlockBytes(layout) + TileByteAt(layout, 7, 3)] ^= 0x55;
-            size_t changed = 0, changed_elsewhere = 0;
-            for (size_t i = 0; i < before.size(); ++i) {
-              const bool differs = !SameBits({before[i]}, {after[i]});
-              changed += differs;
-              changed_elsewhere += differs && i % (rows + 3) != 3;  // RunGemm's ldy
-            }
-            CHECK(changed > 0);
-            CHECK(changed_elsewhere == 0);
+         {std::pair<size_t, size_t>{16, 128}, {48, 300}, {64, 512}, {32, 17 * 128 + 5}}) {
+      const bool ternary = kind.ternary;
+      const k::CqTileLayout layout = kind.layout;
+      TestMatrix t = MakeMatrix(rows, cols, kind.bits, ternary, &rng);
+      std::vector<uint8_t> tiles(k::CqTileBytes(t.m, layout));
+      REQUIRE(!tiles.empty());
+      k::MakeCqTiles(t.m, layout, tiles.data());
+      TestMatrix tiled = t;
+      tiled.m.codes = tiled.codes.data();
+      tiled.m.norms = tiled.norms.data();
+      tiled.m.tiles = tiles.data();
+      tiled.m.tile_layout = layout;
+      // One token (the gemv), a few (one at a time), whole 16-token lane tiles and a partial one.
+      for (const size_t n : {size_t{1}, size_t{3}, size_t{16}, size_t{27}}) {
+        const auto x = MakeActivations(n, cols, cols, &rng);
+        for (const auto& [rb, re] :
+             {std::pair{size_t{0}, rows}, std::pair{size_t{1}, rows - 1},
+              std::pair{size_t{5}, rows / 2 + 3}, std::pair{rows - 16, rows}}) {
+          const auto ref = RunGemm(variants.front(), t, x, n, cols, rb, re);
+          for (size_t vi = 1; vi < variants.size(); ++vi) {
+            INFO(variants[vi].name << " " << kind.bits << "-bit" << (ternary ? " ternary" : "")
+                                   << " rows " << rows << " [" << rb << ", " << re << ") cols "
+                                   << cols << " tokens " << n << " tiles "
+                                   << k::CqTileLayoutName(layout));
+            CHECK(SameBits(ref, RunGemm(variants[vi], tiled, x, n, cols, rb, re)));
             ++cases;
-            ++tiled_tables;
           }
         }
       }
+      // A table that reads tiles of this layout sees a change in them (the comparison above can
+      // fail), on one token and on a lane tile of tokens.
+      for (const Variant& v : variants) {
+        if (TileLayoutOf(v.name) != layout) continue;
+        for (const size_t n : {size_t{1}, size_t{16}}) {
+          INFO(v.name << " tokens " << n << " rows " << rows << " cols " << cols << " " << kind.bits
+                      << "-bit" << (ternary ? " ternary" : ""));
+          std::normal_distribution<float> gauss(0.f, 1.f);  // dense: every code byte counts
+          std::vector<float> x(n * cols);
+          for (float& value : x) value = gauss(rng);
+          const auto before = RunGemm(v, tiled, x, n, cols, 0, rows);
+          for (size_t g = 0; g < t.m.groups_per_row; ++g)
+            tiles[g * k::CqTileBlockBytes(layout, kind.bits) + TileByteAt(layout, 7, 3)] ^=
+                0x55;  // row 3, byte 7
+          const auto after = RunGemm(v, tiled, x, n, cols, 0, rows);
+          for (size_t g = 0; g < t.m.groups_per_row; ++g)  // restored
+            tiles[g * k::CqTileBlockBytes(layout, kind.bits) + TileByteAt(layout, 7, 3)] ^= 0x55;
+          size_t changed = 0, changed_elsewhere = 0;
+          for (size_t i = 0; i < before.size(); ++i) {
+            const bool differs = !SameBits({before[i]}, {after[i]});
+            changed += differs;
+            changed_elsewhere += differs && i % (rows + 3) != 3;  // RunGemm's ldy
+          }
+          CHECK(changed > 0);
+          CHECK(changed_elsewhere == 0);
+          ++cases;
+          ++tiled_tables;
+        }
+      }
+    }
   CHECK(cases > 0);
 #if defined(NEEDLE_X86)
   // The avx512 table of a VNNI CPU reads row-dword tiles (with VBMI or not).

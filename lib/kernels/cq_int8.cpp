@@ -116,18 +116,22 @@ void CqGemmI8Reference(const CqMatrix& m, const I8Codebook& cb, const I8Acts& ac
 }
 
 size_t CqTileBytes(const CqMatrix& m, CqTileLayout layout) {
-  if (m.code_bits != 2 || m.group != kI8Group || m.rows == 0 || m.rows % kCqTileRows != 0) return 0;
-  if (layout == CqTileLayout::kNone) return 0;
-  return m.rows / kCqTileRows * m.groups_per_row * CqTileBlockBytes(layout);
+  if (m.group != kI8Group || m.rows == 0 || m.rows % kCqTileRows != 0) return 0;
+  const bool tiled = layout == CqTileLayout::kRowDwords
+                         ? m.code_bits == 2 || m.code_bits == 4
+                         : layout == CqTileLayout::kByteColumns && m.code_bits == 2;
+  if (!tiled) return 0;
+  return m.rows / kCqTileRows * m.groups_per_row * CqTileBlockBytes(layout, m.code_bits);
 }
 
 void MakeCqTiles(const CqMatrix& m, CqTileLayout layout, uint8_t* out) {
   const size_t groups = m.groups_per_row;
-  const size_t code_bytes = 2 * kI8Group / 8;  // one row's codes of one group
+  const size_t code_bytes = m.code_bits * kI8Group / 8;  // one row's codes of one group
+  const size_t block_bytes = CqTileBlockBytes(layout, m.code_bits);
   const bool dwords = layout == CqTileLayout::kRowDwords;
   for (size_t t = 0; t < m.rows / kCqTileRows; ++t)
     for (size_t g = 0; g < groups; ++g) {
-      uint8_t* block = out + (t * groups + g) * CqTileBlockBytes(layout);
+      uint8_t* block = out + (t * groups + g) * block_bytes;
       for (size_t p = 0; p < kCqTileRows; ++p) {
         const size_t r = t * kCqTileRows + p;
         const uint8_t* codes = m.codes + r * m.row_bytes + g * code_bytes;

@@ -103,26 +103,29 @@ inline void I8NibbleTables(const I8Codebook& cb, uint32_t code_bits, int8_t firs
   }
 }
 
-// 16-row tiles: a second copy of a 2-bit matrix's codes and norms, in the order a kernel table's
-// product reads them (CqTileLayout, cq_matmul.h: KernelTable::cq_i8_tiles names a table's layout,
+// 16-row tiles: a second copy of a matrix's codes and norms, in the order a kernel table's product
+// reads them (CqTileLayout, cq_matmul.h: KernelTable::cq_i8_tiles names a table's layout,
 // CqMatrix::tile_layout the one m.tiles holds; a product reads only tiles of its own layout). Tile
 // t covers rows 16 t .. 16 t + 15; its block for group g starts at byte (t * groups_per_row + g) *
-// CqTileBlockBytes(layout): 512 code bytes in the layout's order, then the 16 rows' group norms in
-// row order.
-//   kByteColumns: 32 vectors of 16 bytes, vector k byte p = code byte 32 g + k of row 16 t + p
-//     (one 16-byte load holds the same code byte of 16 rows: a table lookup over 16 rows); the
-//     norms as f32 (F16ToF32 of the file's, exact): 576-byte blocks.
-//   kRowDwords: 8 vectors of 64 bytes, vector d byte 4 p + j = code byte 32 g + 4 d + j of row
-//     16 t + p (row p's code dword d in dword lane p: rows in lanes, no transpose); the norms as
-//     the file's f16 (one 32-byte load converts them): 544-byte blocks.
+// CqTileBlockBytes(layout, bits): the group's code bytes of the 16 rows in the layout's order,
+// then the 16 rows' group norms in row order.
+//   kByteColumns (2-bit): 32 vectors of 16 bytes, vector k byte p = code byte 32 g + k of row
+//     16 t + p (one 16-byte load holds the same code byte of 16 rows: a table lookup over 16
+//     rows); the norms as f32 (F16ToF32 of the file's, exact): 576-byte blocks.
+//   kRowDwords (2-bit and 4-bit): B / 4 vectors of 64 bytes for a row's B = 16 * bits code bytes
+//     of the group, vector d byte 4 p + j = code byte B g + 4 d + j of row 16 t + p (row p's code
+//     dword d in dword lane p: rows in lanes, no transpose); the norms as the file's f16 (one
+//     32-byte load converts them): 544-byte blocks (2-bit), 1,056-byte blocks (4-bit).
 constexpr size_t kCqTileRows = 16;
 constexpr size_t kCqTileBlockBytes = kCqTileRows * (2 * kI8Group / 8 + sizeof(float));  // 576
 constexpr size_t kCqRowDwordBlockBytes = kCqTileRows * (2 * kI8Group / 8 + 2);          // 544
-constexpr size_t CqTileBlockBytes(CqTileLayout layout) {
-  return layout == CqTileLayout::kRowDwords ? kCqRowDwordBlockBytes : kCqTileBlockBytes;
+constexpr size_t kCqRowDword4BlockBytes = kCqTileRows * (4 * kI8Group / 8 + 2);         // 1056
+constexpr size_t CqTileBlockBytes(CqTileLayout layout, uint32_t bits = 2) {
+  if (layout != CqTileLayout::kRowDwords) return kCqTileBlockBytes;
+  return bits == 4 ? kCqRowDword4BlockBytes : kCqRowDwordBlockBytes;
 }
-// Bytes of m's tiles in `layout`; 0 when m has none (only 2-bit matrices of 128-groups whose rows
-// are a multiple of 16 are tiled) or the layout is kNone.
+// Bytes of m's tiles in `layout`; 0 when m has none or the layout is kNone. Tiled: matrices of
+// 128-groups whose rows are a multiple of 16, 2-bit in either layout, 4-bit in kRowDwords.
 size_t CqTileBytes(const CqMatrix& m, CqTileLayout layout);
 // Writes m's tiles (CqTileBytes(m, layout) bytes) in `layout` (not kNone) to out.
 void MakeCqTiles(const CqMatrix& m, CqTileLayout layout, uint8_t* out);

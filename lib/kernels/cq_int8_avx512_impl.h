@@ -150,6 +150,14 @@ class Unpacker {
 #endif
   }
 
+  // 4-bit: the weights of the low and the high nibble of every byte of c (VBMI: the 64-entry
+  // table ignores the index bits above the nibble; otherwise masked and looked up in-lane).
+  void Nibbles(__m512i c, __m512i& lo, __m512i& hi) const {
+    const __m512i mask = _mm512_set1_epi8(15);
+    lo = Lookup(Mask(c, mask));
+    hi = Lookup(Mask(_mm512_srli_epi16(c, 4), mask));
+  }
+
   // The pair of groups (g, g + 1) at `codes` (g + 1 only if `second`; otherwise its half of the
   // weights is unspecified) as the four vectors W_0..W_3 (w[0].w[0..1], w[1].w[0..1]).
   void Pair(const uint8_t* codes, bool second, GroupWeights* out) const {
@@ -636,8 +644,8 @@ void GemvPairs(const Unpacker<kBits>& unpack, const GemmArgs& a, size_t row_end)
 // group (one per crumb), summed exactly; then each lane runs its row's f32 chain over the groups.
 
 // Whether rows [row_begin, row_end) of m are whole row-dword tiles this file can read.
-inline bool RowDwordTiles(const CqMatrix& m, size_t row_begin, size_t row_end) {
-  return m.tiles != nullptr && m.tile_layout == CqTileLayout::kRowDwords && m.code_bits == 2 &&
+inline bool RowDwordTiles(const CqMatrix& m, size_t row_begin, size_t row_end, uint32_t bits = 2) {
+  return m.tiles != nullptr && m.tile_layout == CqTileLayout::kRowDwords && m.code_bits == bits &&
          row_begin % kCqTileRows == 0 && row_end % kCqTileRows == 0;
 }
 
@@ -680,6 +688,59 @@ void GemvRowDwords(const Unpacker<2>& unpack, const GemmArgs& a, size_t row_end)
             _mm512_set1_epi32(offset[g - g0]));
         const __m512 norm = _mm512_cvtph_ps(_mm256_loadu_si256(
             reinterpret_cast<const __m256i*>(block + 2 * kI8Group / 8 * kCqTileRows)));
+        const __m512 scale = _mm512_set1_ps(acts.scales[g]);
+        acc = _mm512_add_ps(
+            _mm512_mul_ps(norm, _mm512_mul_ps(cb, _mm512_mul_ps(scale, _mm512_cvtepi32_ps(dots)))),
+            acc);
+      }
+      _mm512_storeu_ps(yr, acc);
+    }
+  }
+}
+
+// 4-bit (the LM head): as above with 16 code vectors per (tile, group) block; vector d holds each
+// row's code bytes 4d..4d+3, whose low nibbles are the weights at layout positions 4d..4d+3 and
+// high nibbles those at 64 + 4d.. (I8LayoutPositionX86): two lookups, two vpdpbusd, four chains.
+void GemvRowDwords4(const Unpacker<4>& unpack, const GemmArgs& a, size_t row_end) {
+  const CqMatrix& m = *a.m;
+  const I8Acts& acts = *a.acts;
+  const size_t groups = m.groups_per_row;
+  const __m512 cb = _mm512_set1_ps(a.cb_scale);
+  const __m512i ones = _mm512_set1_epi8(1);
+  constexpr size_t kCodeBytes = 4 * kI8Group / 8;  // a row's per group
+  alignas(64) int32_t offset[kGroupBlock];
+  for (size_t g0 = 0; g0 < groups; g0 += kGroupBlock) {
+    const size_t g1 = std::min(groups, g0 + kGroupBlock);
+    for (size_t g = g0; g < g1; ++g) {  // 128 * sum(q) of the group (vpdpbusd's +128 bias)
+      const int8_t* q = acts.q + g * kI8Group;
+      __m512i sum = _mm512_dpbusd_epi32(_mm512_setzero_si512(), ones, _mm512_loadu_si512(q));
+      sum = _mm512_dpbusd_epi32(sum, ones, _mm512_loadu_si512(q + 64));
+      offset[g - g0] = 128 * _mm512_reduce_add_epi32(sum);
+    }
+    for (size_t r0 = a.row_begin; r0 < row_end; r0 += kCqTileRows) {
+      const uint8_t* tile = m.tiles + r0 / kCqTileRows * groups * kCqRowDword4BlockBytes;
+      float* const yr = a.y + (r0 - a.row_begin);
+      __m512 acc = g0 > 0 ? _mm512_loadu_ps(yr) : _mm512_setzero_ps();
+      for (size_t g = g0; g < g1; ++g) {
+        const uint8_t* block = tile + g * kCqRowDword4BlockBytes;
+        const int8_t* q = acts.q + g * kI8Group;
+        __m512i s[4];
+        s[0] = _mm512_set1_epi32(-offset[g - g0]);
+        for (size_t c = 1; c < 4; ++c) s[c] = _mm512_setzero_si512();
+#pragma GCC unroll 16
+        for (size_t d = 0; d < kCodeBytes / 4; ++d) {
+          __m512i lo, hi;
+          unpack.Nibbles(_mm512_loadu_si512(block + 64 * d), lo, hi);
+          int32_t word_lo, word_hi;
+          std::memcpy(&word_lo, q + 4 * d, 4);
+          std::memcpy(&word_hi, q + 64 + 4 * d, 4);
+          s[d % 2] = _mm512_dpbusd_epi32(s[d % 2], lo, _mm512_set1_epi32(word_lo));
+          s[2 + d % 2] = _mm512_dpbusd_epi32(s[2 + d % 2], hi, _mm512_set1_epi32(word_hi));
+        }
+        const __m512i dots =
+            _mm512_add_epi32(_mm512_add_epi32(s[0], s[1]), _mm512_add_epi32(s[2], s[3]));
+        const __m512 norm = _mm512_cvtph_ps(
+            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + kCodeBytes * kCqTileRows)));
         const __m512 scale = _mm512_set1_ps(acts.scales[g]);
         acc = _mm512_add_ps(
             _mm512_mul_ps(norm, _mm512_mul_ps(cb, _mm512_mul_ps(scale, _mm512_cvtepi32_ps(dots)))),
@@ -776,22 +837,24 @@ template <size_t kTiles, size_t kRowStride, size_t kQuadStride>
 // Rows [r0, r0 + rows) (rows <= kLaneRows; missing rows repeat the last one and are not stored)
 // against kTiles token tiles from t0 (`tokens` of them real), groups [g0, g1) of the chains
 // (resumed from y when g0 > 0).
-// kRowDwords (VNNI, 2-bit): the weights come from m's row-dword tiles, and the tile is a whole
-// 16-row tile of them (r0 a multiple of 16, rows == 8: each half's count) run as two halves of
-// kLaneRows rows: each group's 16 rows are looked up at once (GemvRowDwords' crumbs) into a
-// buffer [quad i][tile row] of weight dwords, which both halves read.
+// kRowDwords (VNNI, 2-bit or 4-bit): the weights come from m's row-dword tiles, and the tile is a
+// whole 16-row tile of them (r0 a multiple of 16, rows == 8: each half's count) run as two halves
+// of kLaneRows rows: each group's 16 rows are looked up at once (the gemvs' crumbs or nibbles)
+// into a buffer [quad i][tile row] of weight dwords, which both halves read.
 template <uint32_t kBits, size_t kTiles, bool kRowDwords = false>
 void LaneTile(const Unpacker<kBits>& unpack, const GemmArgs& a, const LaneActs& la, size_t t0,
               size_t tokens, size_t g0, size_t g1, size_t r0, size_t rows) {
   constexpr size_t R = kLaneRows;
-  static_assert(!kRowDwords || (kBits == 2 && kVnni));
+  static_assert(!kRowDwords || ((kBits == 2 || kBits == 4) && kVnni));
+  constexpr size_t kBlockBytes = kBits == 4 ? kCqRowDword4BlockBytes : kCqRowDwordBlockBytes;
+  constexpr size_t kBlockCodeBytes = kBits * kI8Group / 8 * kCqTileRows;  // then the f16 norms
   const CqMatrix& m = *a.m;
   const uint8_t* codes[R];
   const uint8_t* norms[R];
   const uint8_t* tile = nullptr;
   constexpr size_t kHalves = kRowDwords ? 2 : 1;
   if constexpr (kRowDwords) {
-    tile = m.tiles + r0 / kCqTileRows * m.groups_per_row * kCqRowDwordBlockBytes;
+    tile = m.tiles + r0 / kCqTileRows * m.groups_per_row * kBlockBytes;
   } else {
     for (size_t r = 0; r < R; ++r) {
       const size_t row = r0 + std::min(r, rows - 1);
@@ -826,12 +889,20 @@ void LaneTile(const Unpacker<kBits>& unpack, const GemmArgs& a, const LaneActs& 
   constexpr size_t kBufBytes = kRowDwords ? kLaneQuads * kCqTileRows * 4 : R * kI8Group;
   alignas(64) uint8_t wbuf[2][kBufBytes];
   auto unpack_group = [&](size_t g, uint8_t* dst) {
-    if constexpr (kRowDwords) {
-      const uint8_t* block = tile + g * kCqRowDwordBlockBytes;
+    if constexpr (kRowDwords && kBits == 2) {
+      const uint8_t* block = tile + g * kBlockBytes;
       for (size_t d = 0; d < 8; ++d) {
         __m512i w[4];
         unpack.Crumbs(_mm512_loadu_si512(block + 64 * d), w[0], w[1], w[2], w[3]);
         for (size_t c = 0; c < 4; ++c) _mm512_store_si512(dst + 64 * (d + 8 * c), w[c]);
+      }
+    } else if constexpr (kRowDwords) {  // 4-bit: vector d's nibbles are quads d and 16 + d
+      const uint8_t* block = tile + g * kBlockBytes;
+      for (size_t d = 0; d < 16; ++d) {
+        __m512i lo, hi;
+        unpack.Nibbles(_mm512_loadu_si512(block + 64 * d), lo, hi);
+        _mm512_store_si512(dst + 64 * d, lo);
+        _mm512_store_si512(dst + 64 * (16 + d), hi);
       }
     } else {
       for (size_t r = 0; r < R; ++r) {
@@ -852,10 +923,7 @@ void LaneTile(const Unpacker<kBits>& unpack, const GemmArgs& a, const LaneActs& 
       for (size_t r = 0; r < R; ++r) {
         if constexpr (kRowDwords) {
           uint16_t bits;
-          std::memcpy(&bits,
-                      tile + g * kCqRowDwordBlockBytes + 2 * kI8Group / 8 * kCqTileRows +
-                          2 * (tile_row + r),
-                      2);
+          std::memcpy(&bits, tile + g * kBlockBytes + kBlockCodeBytes + 2 * (tile_row + r), 2);
           norm[r] = _cvtsh_ss(bits);
         } else {
           uint16_t bits;
@@ -886,8 +954,8 @@ void GemmLanes(const Unpacker<kBits>& unpack, const GemmArgs& a, size_t row_end)
       const size_t g1 = std::min(groups, g0 + kLaneGroupBlock);
       StageLanes(acts, groups, t0, tokens, g0, g1, &la);
 #if defined(__AVX512VNNI__)
-      if constexpr (kBits == 2) {
-        if (RowDwordTiles(*a.m, a.row_begin, row_end)) {  // whole 16-row tiles
+      if constexpr (kBits == 2 || kBits == 4) {
+        if (RowDwordTiles(*a.m, a.row_begin, row_end, kBits)) {  // whole 16-row tiles
           for (size_t r0 = a.row_begin; r0 < row_end; r0 += kCqTileRows) {
             if (tokens > kLanes)
               LaneTile<kBits, 2, true>(unpack, a, la, t0, tokens, g0, g1, r0, kLaneRows);
@@ -955,6 +1023,10 @@ void GemmBits(const CqMatrix& m, const I8Codebook& cb, const I8Acts& acts, size_
   if constexpr (kBits == 2) {
     if (acts.n == 1 && RowDwordTiles(m, row_begin, row_end))
       return GemvRowDwords(unpack, GemmArgs{&m, &acts, cb.scale, row_begin, y, ldy}, row_end);
+  }
+  if constexpr (kBits == 4) {
+    if (acts.n == 1 && RowDwordTiles(m, row_begin, row_end, 4))
+      return GemvRowDwords4(unpack, GemmArgs{&m, &acts, cb.scale, row_begin, y, ldy}, row_end);
   }
 #endif
   if constexpr (kBits != 3) {

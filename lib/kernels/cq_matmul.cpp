@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "base/fp16.h"
+#include "kernels/cq_int8.h"
 #include "kernels/fwht.h"
 #include "kernels/ops.h"
 
@@ -25,16 +26,37 @@ void CqDecodeRow(const CqMatrix& m, size_t r, float* out, float* scratch) {
   const uint8_t* codes = m.codes + r * m.row_bytes;
   const uint8_t* norms = m.norms + r * m.groups_per_row * 2;
   const size_t levels = size_t{1} << m.code_bits;
+  // A matrix with tiles (cq_int8.h) is read from them: a path that keeps a copy in tiles may have
+  // dropped the file's pages of its codes (the official path's LM head). The same bytes.
+  const bool tiled = m.tiles != nullptr && m.tile_layout != CqTileLayout::kNone;
+  const size_t group_bytes = m.group * m.code_bits / 8, p = r % kCqTileRows;
   for (size_t g = 0; g < m.groups_per_row; ++g) {
+    float norm = 0.f;
+    uint8_t gathered[4 * kI8Group / 8];
+    const uint8_t* c = codes + g * group_bytes;  // 2- and 4-bit: the group's code bytes
+    if (tiled) {
+      const uint8_t* block = m.tiles + (r / kCqTileRows * m.groups_per_row + g) *
+                                           CqTileBlockBytes(m.tile_layout, m.code_bits);
+      const uint8_t* tile_norms = block + kCqTileRows * group_bytes;
+      if (m.tile_layout == CqTileLayout::kRowDwords) {
+        for (size_t d = 0; d < group_bytes / 4; ++d)
+          std::memcpy(gathered + 4 * d, block + 64 * d + 4 * p, 4);
+        norm = F16ToF32(LoadLE<uint16_t>(tile_norms + 2 * p));
+      } else {
+        for (size_t k = 0; k < group_bytes; ++k) gathered[k] = block[k * kCqTileRows + p];
+        std::memcpy(&norm, tile_norms + 4 * p, sizeof(float));
+      }
+      c = gathered;
+    } else {
+      norm = F16ToF32(LoadLE<uint16_t>(norms + 2 * g));
+    }
     // levels[code] * norm, the same product per weight, taken from the group's own table.
-    const float norm = F16ToF32(LoadLE<uint16_t>(norms + 2 * g));
     float scaled[16];
     for (size_t k = 0; k < levels; ++k) scaled[k] = m.levels[k] * norm;
     float* w = scratch + g * m.group;
     // 2- and 4-bit groups start on a byte (group >= 8): whole code bytes; 3-bit codes straddle
-    // bytes (CqCodeAt).
+    // bytes (CqCodeAt; never tiled).
     if (m.code_bits == 2 && m.group % 4 == 0) {
-      const uint8_t* c = codes + g * m.group / 4;
       for (size_t j = 0; j < m.group / 4; ++j) {
         const uint32_t b = c[j];
         w[4 * j] = scaled[b & 3u];
@@ -43,7 +65,6 @@ void CqDecodeRow(const CqMatrix& m, size_t r, float* out, float* scratch) {
         w[4 * j + 3] = scaled[b >> 6];
       }
     } else if (m.code_bits == 4 && m.group % 2 == 0) {
-      const uint8_t* c = codes + g * m.group / 2;
       for (size_t j = 0; j < m.group / 2; ++j) {
         const uint32_t b = c[j];
         w[2 * j] = scaled[b & 15u];

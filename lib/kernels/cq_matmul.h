@@ -48,8 +48,8 @@ inline uint32_t CqCodeAt(const uint8_t* row_codes, size_t k, uint32_t bits) {
 void CqTransformActivations(const float* x, size_t n, size_t cols, size_t ldx, size_t group,
                             size_t in_pad, float* x_hat);
 
-// Decodes row r of m into out (cols values): (levels[code] * norm) @ H per group, cropped.
-// `scratch` holds in_pad floats.
+// Decodes row r of m into out (cols values): (levels[code] * norm) @ H per group, cropped; from
+// m's tiles when it has them. `scratch` holds in_pad floats.
 void CqDecodeRow(const CqMatrix& m, size_t r, float* out, float* scratch);
 
 // y[t][r - row_begin] = dot(row r, x[t]) for rows [row_begin, row_end) and tokens t < n, from

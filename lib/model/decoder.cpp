@@ -618,9 +618,10 @@ void Decoder::RunBlock(const int32_t* ids, size_t n, float* logits, size_t logit
   const float c_hada = 1.0f / std::sqrt(static_cast<float>(hn));
 
   // x0 = sqrtf(d) * E[tok]; every lane starts as x0.
+  const kernels::CqMatrix& embedding = numerics_->View(w.embedding);
   for (size_t t = 0; t < n; ++t) {
     float* x0 = &lanes_[t * nd];
-    kernels::CqDecodeRow(w.embedding, static_cast<size_t>(ids[t]), x0, row_scratch_.data());
+    kernels::CqDecodeRow(embedding, static_cast<size_t>(ids[t]), x0, row_scratch_.data());
     for (size_t i = 0; i < d; ++i) x0[i] = embed_scale_ * x0[i];
     for (size_t l = 1; l < nl; ++l) std::memcpy(x0 + l * d, x0, d * 4);
   }

@@ -133,6 +133,10 @@ class ForwardNumerics {
   // matrices have the same cols.
   virtual void Project(const float* x, size_t n, size_t ldx, std::span<const ProjectJob> jobs) = 0;
 
+  // The matrix as this path holds it (a copy in another layout, whose file pages it may have
+  // dropped), for row lookups of a matrix it also projects (the tied embedding).
+  virtual const kernels::CqMatrix& View(const kernels::CqMatrix& m) const { return m; }
+
   // mHC projections of layer `layer` from nx = rms_unit(lanes) [n, lanes*d]: per token t,
   // coef[t*ldc ..] = pre (lanes), post (lanes), res (lanes*lanes) dot products.
   virtual void MhcLogits(size_t layer, const float* nx, size_t n, float* coef, size_t ldc) = 0;
