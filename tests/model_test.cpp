@@ -322,6 +322,31 @@ TEST_CASE("a multi-token prefill leaves only the first token's share of the bloc
 #endif
 }
 
+TEST_CASE("huge-page buffers: aligned, zeroed or untouched, given back when freed",
+          "[model][memory]") {
+  constexpr size_t kHuge = size_t{2} << 20;
+  const size_t bytes = kHuge + 12345;  // a whole huge region and a partial one
+  needle::HugePageBuffer zeroed(bytes);
+  REQUIRE(zeroed.size() == bytes);
+  CHECK(std::all_of(zeroed.data(), zeroed.data() + bytes, [](uint8_t b) { return b == 0; }));
+  std::fill(zeroed.data(), zeroed.data() + bytes, uint8_t{7});  // writable to the last byte
+  CHECK(zeroed.data()[bytes - 1] == 7);
+  needle::HugePageBuffer moved(std::move(zeroed));
+  CHECK(moved.data()[0] == 7);
+  CHECK(zeroed.data() == nullptr);  // NOLINT(bugprone-use-after-move): moved-from is empty
+#if defined(__linux__)
+  CHECK(reinterpret_cast<uintptr_t>(moved.data()) % kHuge == 0);
+#endif
+#if defined(NEEDLE_X86)  // native Linux (qemu-user's residency answers are not the kernel's)
+  needle::HugePageBuffer untouched(bytes, /*zeroed=*/false);
+  CHECK(needle::ResidentBytes(untouched.data(), bytes) == 0);
+  // Its own mapping: freed, its pages are no longer the process's (a heap block could stay).
+  const auto* where = moved.data();
+  { needle::HugePageBuffer gone(std::move(moved)); }
+  CHECK(needle::ResidentBytes(where, bytes) == 0);
+#endif
+}
+
 TEST_CASE("decoders of one model share its derived data, built once, also across threads",
           "[model][threads]") {
   const auto file = needle::format::CactFile::Open(ModelPath("small.cact"));

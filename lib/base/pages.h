@@ -71,23 +71,37 @@ class HugePageBuffer {
   explicit HugePageBuffer(size_t bytes, bool zeroed = true) : size_(bytes) {
     if (bytes == 0) return;
 #if defined(__linux__)
-    constexpr size_t kHuge = size_t{2} << 20;
-    const size_t rounded = (bytes + kHuge - 1) / kHuge * kHuge;
-    data_ = static_cast<uint8_t*>(std::aligned_alloc(kHuge, rounded));
-    if (data_ == nullptr) throw std::bad_alloc();
+    // Its own mapping (not the heap: a freed buffer goes back to the system at once, and no later
+    // small allocation lands in a region marked for huge pages), aligned by trimming the excess.
+    const size_t rounded = Rounded(bytes);
+    void* raw =
+        mmap(nullptr, rounded + kHuge, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (raw == MAP_FAILED) throw std::bad_alloc();
+    auto* base = static_cast<uint8_t*>(raw);
+    const size_t head = (kHuge - reinterpret_cast<uintptr_t>(base) % kHuge) % kHuge;
+    if (head > 0) (void)munmap(base, head);
+    if (kHuge - head > 0) (void)munmap(base + head + rounded, kHuge - head);
+    data_ = base + head;
     // Huge pages for the whole 2 MiB regions only: a partial last region on a huge page would
     // hold up to 2 MiB that the data never uses (best effort, either way).
     if (bytes / kHuge > 0) (void)madvise(data_, bytes / kHuge * kHuge, MADV_HUGEPAGE);
     if (rounded > bytes / kHuge * kHuge)
       (void)madvise(data_ + bytes / kHuge * kHuge, rounded - bytes / kHuge * kHuge,
                     MADV_NOHUGEPAGE);
+    (void)zeroed;  // a fresh anonymous mapping reads as zeros
 #else
     data_ = static_cast<uint8_t*>(std::malloc(bytes));
     if (data_ == nullptr) throw std::bad_alloc();
-#endif
     if (zeroed) std::fill(data_, data_ + bytes, uint8_t{0});
+#endif
   }
-  ~HugePageBuffer() { std::free(data_); }
+  ~HugePageBuffer() {
+#if defined(__linux__)
+    if (data_ != nullptr) (void)munmap(data_, Rounded(size_));
+#else
+    std::free(data_);
+#endif
+  }
   HugePageBuffer(HugePageBuffer&& o) noexcept : data_(o.data_), size_(o.size_) {
     o.data_ = nullptr;
     o.size_ = 0;
@@ -105,6 +119,9 @@ class HugePageBuffer {
   size_t size() const { return size_; }
 
  private:
+  static constexpr size_t kHuge = size_t{2} << 20;
+  static size_t Rounded(size_t bytes) { return (bytes + kHuge - 1) / kHuge * kHuge; }
+
   uint8_t* data_ = nullptr;
   size_t size_ = 0;
 };
