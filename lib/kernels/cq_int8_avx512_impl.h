@@ -649,65 +649,53 @@ inline bool RowDwordTiles(const CqMatrix& m, size_t row_begin, size_t row_end, u
          row_begin % kCqTileRows == 0 && row_end % kCqTileRows == 0;
 }
 
-void GemvRowDwords(const Unpacker<2>& unpack, const GemmArgs& a, size_t row_end) {
-  const CqMatrix& m = *a.m;
-  const I8Acts& acts = *a.acts;
-  const size_t groups = m.groups_per_row;
-  const __m512 cb = _mm512_set1_ps(a.cb_scale);
-  const __m512i ones = _mm512_set1_epi8(1);
-  alignas(64) int32_t offset[kGroupBlock];
-  for (size_t g0 = 0; g0 < groups; g0 += kGroupBlock) {
-    const size_t g1 = std::min(groups, g0 + kGroupBlock);
-    for (size_t g = g0; g < g1; ++g) {  // 128 * sum(q) of the group (vpdpbusd's +128 bias)
-      const int8_t* q = acts.q + g * kI8Group;
-      __m512i sum = _mm512_dpbusd_epi32(_mm512_setzero_si512(), ones, _mm512_loadu_si512(q));
-      sum = _mm512_dpbusd_epi32(sum, ones, _mm512_loadu_si512(q + 64));
-      offset[g - g0] = 128 * _mm512_reduce_add_epi32(sum);
-    }
-    for (size_t r0 = a.row_begin; r0 < row_end; r0 += kCqTileRows) {
-      const uint8_t* tile = m.tiles + r0 / kCqTileRows * groups * kCqRowDwordBlockBytes;
-      float* const yr = a.y + (r0 - a.row_begin);
-      __m512 acc = g0 > 0 ? _mm512_loadu_ps(yr) : _mm512_setzero_ps();
-      for (size_t g = g0; g < g1; ++g) {
-        const uint8_t* block = tile + g * kCqRowDwordBlockBytes;
-        const int8_t* q = acts.q + g * kI8Group;
-        __m512i s[4];
-        for (__m512i& v : s) v = _mm512_setzero_si512();
+// One (tile, group) block's 16 int32 row dots against the token's group q (offset: 128 * sum(q)).
+// 2-bit: vector d's crumbs c are the weights at positions 4 (d + 8c)..; 4-bit (the LM head): 16
+// vectors, vector d's low nibbles the weights at 4d.., its high nibbles those at 64 + 4d..
+// (I8LayoutPositionX86). Four chains, summed exactly.
+template <uint32_t kBits>
+__m512i RowDwordDots(const Unpacker<kBits>& unpack, const uint8_t* block, const int8_t* q,
+                     int32_t offset) {
+  __m512i s[4];
+  for (__m512i& v : s) v = _mm512_setzero_si512();
+  if constexpr (kBits == 2) {
 #pragma GCC unroll 8
-        for (size_t d = 0; d < 8; ++d) {
-          __m512i w[4];
-          unpack.Crumbs(_mm512_loadu_si512(block + 64 * d), w[0], w[1], w[2], w[3]);
-          for (size_t c = 0; c < 4; ++c) {
-            int32_t word;
-            std::memcpy(&word, q + 4 * (d + 8 * c), 4);
-            s[c] = _mm512_dpbusd_epi32(s[c], w[c], _mm512_set1_epi32(word));
-          }
-        }
-        const __m512i dots = _mm512_sub_epi32(
-            _mm512_add_epi32(_mm512_add_epi32(s[0], s[1]), _mm512_add_epi32(s[2], s[3])),
-            _mm512_set1_epi32(offset[g - g0]));
-        const __m512 norm = _mm512_cvtph_ps(_mm256_loadu_si256(
-            reinterpret_cast<const __m256i*>(block + 2 * kI8Group / 8 * kCqTileRows)));
-        const __m512 scale = _mm512_set1_ps(acts.scales[g]);
-        acc = _mm512_add_ps(
-            _mm512_mul_ps(norm, _mm512_mul_ps(cb, _mm512_mul_ps(scale, _mm512_cvtepi32_ps(dots)))),
-            acc);
+    for (size_t d = 0; d < 8; ++d) {
+      __m512i w[4];
+      unpack.Crumbs(_mm512_loadu_si512(block + 64 * d), w[0], w[1], w[2], w[3]);
+      for (size_t c = 0; c < 4; ++c) {
+        int32_t word;
+        std::memcpy(&word, q + 4 * (d + 8 * c), 4);
+        s[c] = _mm512_dpbusd_epi32(s[c], w[c], _mm512_set1_epi32(word));
       }
-      _mm512_storeu_ps(yr, acc);
+    }
+  } else {
+#pragma GCC unroll 16
+    for (size_t d = 0; d < 16; ++d) {
+      __m512i lo, hi;
+      unpack.Nibbles(_mm512_loadu_si512(block + 64 * d), lo, hi);
+      int32_t word_lo, word_hi;
+      std::memcpy(&word_lo, q + 4 * d, 4);
+      std::memcpy(&word_hi, q + 64 + 4 * d, 4);
+      s[d % 2] = _mm512_dpbusd_epi32(s[d % 2], lo, _mm512_set1_epi32(word_lo));
+      s[2 + d % 2] = _mm512_dpbusd_epi32(s[2 + d % 2], hi, _mm512_set1_epi32(word_hi));
     }
   }
+  return _mm512_sub_epi32(
+      _mm512_add_epi32(_mm512_add_epi32(s[0], s[1]), _mm512_add_epi32(s[2], s[3])),
+      _mm512_set1_epi32(offset));
 }
 
-// 4-bit (the LM head): as above with 16 code vectors per (tile, group) block; vector d holds each
-// row's code bytes 4d..4d+3, whose low nibbles are the weights at layout positions 4d..4d+3 and
-// high nibbles those at 64 + 4d.. (I8LayoutPositionX86): two lookups, two vpdpbusd, four chains.
-void GemvRowDwords4(const Unpacker<4>& unpack, const GemmArgs& a, size_t row_end) {
+template <uint32_t kBits>
+void GemvRowDwords(const Unpacker<kBits>& unpack, const GemmArgs& a, size_t row_end) {
+  static_assert(kBits == 2 || kBits == 4);
+  constexpr size_t kBlockBytes = kBits == 4 ? kCqRowDword4BlockBytes : kCqRowDwordBlockBytes;
+  constexpr size_t kNormsAt = kBits * kI8Group / 8 * kCqTileRows;  // after the code vectors
   const CqMatrix& m = *a.m;
   const I8Acts& acts = *a.acts;
   const size_t groups = m.groups_per_row;
   const __m512 cb = _mm512_set1_ps(a.cb_scale);
   const __m512i ones = _mm512_set1_epi8(1);
-  constexpr size_t kCodeBytes = 4 * kI8Group / 8;  // a row's per group
   alignas(64) int32_t offset[kGroupBlock];
   for (size_t g0 = 0; g0 < groups; g0 += kGroupBlock) {
     const size_t g1 = std::min(groups, g0 + kGroupBlock);
@@ -718,29 +706,15 @@ void GemvRowDwords4(const Unpacker<4>& unpack, const GemmArgs& a, size_t row_end
       offset[g - g0] = 128 * _mm512_reduce_add_epi32(sum);
     }
     for (size_t r0 = a.row_begin; r0 < row_end; r0 += kCqTileRows) {
-      const uint8_t* tile = m.tiles + r0 / kCqTileRows * groups * kCqRowDword4BlockBytes;
+      const uint8_t* tile = m.tiles + r0 / kCqTileRows * groups * kBlockBytes;
       float* const yr = a.y + (r0 - a.row_begin);
       __m512 acc = g0 > 0 ? _mm512_loadu_ps(yr) : _mm512_setzero_ps();
       for (size_t g = g0; g < g1; ++g) {
-        const uint8_t* block = tile + g * kCqRowDword4BlockBytes;
-        const int8_t* q = acts.q + g * kI8Group;
-        __m512i s[4];
-        s[0] = _mm512_set1_epi32(-offset[g - g0]);
-        for (size_t c = 1; c < 4; ++c) s[c] = _mm512_setzero_si512();
-#pragma GCC unroll 16
-        for (size_t d = 0; d < kCodeBytes / 4; ++d) {
-          __m512i lo, hi;
-          unpack.Nibbles(_mm512_loadu_si512(block + 64 * d), lo, hi);
-          int32_t word_lo, word_hi;
-          std::memcpy(&word_lo, q + 4 * d, 4);
-          std::memcpy(&word_hi, q + 64 + 4 * d, 4);
-          s[d % 2] = _mm512_dpbusd_epi32(s[d % 2], lo, _mm512_set1_epi32(word_lo));
-          s[2 + d % 2] = _mm512_dpbusd_epi32(s[2 + d % 2], hi, _mm512_set1_epi32(word_hi));
-        }
+        const uint8_t* block = tile + g * kBlockBytes;
         const __m512i dots =
-            _mm512_add_epi32(_mm512_add_epi32(s[0], s[1]), _mm512_add_epi32(s[2], s[3]));
-        const __m512 norm = _mm512_cvtph_ps(
-            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + kCodeBytes * kCqTileRows)));
+            RowDwordDots<kBits>(unpack, block, acts.q + g * kI8Group, offset[g - g0]);
+        const __m512 norm =
+            _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + kNormsAt)));
         const __m512 scale = _mm512_set1_ps(acts.scales[g]);
         acc = _mm512_add_ps(
             _mm512_mul_ps(norm, _mm512_mul_ps(cb, _mm512_mul_ps(scale, _mm512_cvtepi32_ps(dots)))),
@@ -1020,13 +994,9 @@ void GemmBits(const CqMatrix& m, const I8Codebook& cb, const I8Acts& acts, size_
   if (acts.n > 1) return GemmVnni<kBits>(unpack, m, cb, acts, row_begin, row_end, y, ldy);
 #endif
 #if defined(__AVX512VNNI__)
-  if constexpr (kBits == 2) {
-    if (acts.n == 1 && RowDwordTiles(m, row_begin, row_end))
+  if constexpr (kBits == 2 || kBits == 4) {
+    if (acts.n == 1 && RowDwordTiles(m, row_begin, row_end, kBits))
       return GemvRowDwords(unpack, GemmArgs{&m, &acts, cb.scale, row_begin, y, ldy}, row_end);
-  }
-  if constexpr (kBits == 4) {
-    if (acts.n == 1 && RowDwordTiles(m, row_begin, row_end, 4))
-      return GemvRowDwords4(unpack, GemmArgs{&m, &acts, cb.scale, row_begin, y, ldy}, row_end);
   }
 #endif
   if constexpr (kBits != 3) {

@@ -77,7 +77,7 @@ struct PhiRows {
 // copy) by its address. The products read the twins only, so the file's pages of the copied bytes
 // leave the resident set (a mapped file; touched again, they come back from the page cache): the
 // copies replace them rather than add to them. The embedding (the LM head) gets a twin only when
-// it has tiles (the 4-bit head's row-dword gemv: 7.4 -> 5.3 ns per row on an EPYC Zen 4); its
+// it has tiles (the 4-bit head's row-dword gemv: 7.4 -> 4.4 ns per row on an EPYC Zen 4); its
 // file pages leave too, as its row lookups read the twin (View, kernels::CqDecodeRow).
 struct TiledMatrices {
   HugePageBuffer bytes;
