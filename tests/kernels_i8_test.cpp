@@ -12,6 +12,7 @@
 #include <limits>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "base/fp16.h"
@@ -410,11 +411,14 @@ size_t TileByteAt(k::CqTileLayout layout, size_t k, size_t p) {
   return layout == k::CqTileLayout::kRowDwords ? k / 4 * 64 + 4 * p + k % 4 : 16 * k + p;
 }
 
+// The tiled kinds (cq_int8.h, CqTileBytes): 2-bit in either layout, 4-bit in row dwords.
+constexpr std::pair<k::CqTileLayout, uint32_t> kTiledKinds[] = {{k::CqTileLayout::kByteColumns, 2},
+                                                                {k::CqTileLayout::kRowDwords, 2},
+                                                                {k::CqTileLayout::kRowDwords, 4}};
+
 TEST_CASE("16-row tiles hold each code byte and norm where cq_int8.h says", "[kernels][i8]") {
   std::mt19937 rng(41);
-  for (const auto& [layout, bits] : {std::pair{k::CqTileLayout::kByteColumns, uint32_t{2}},
-                                     std::pair{k::CqTileLayout::kRowDwords, uint32_t{2}},
-                                     std::pair{k::CqTileLayout::kRowDwords, uint32_t{4}}}) {
+  for (const auto& [layout, bits] : kTiledKinds) {
     INFO(k::CqTileLayoutName(layout) << " " << bits << "-bit");
     const TestMatrix t = MakeMatrix(32, 300, bits, false, &rng);
     const bool f16 = layout == k::CqTileLayout::kRowDwords;  // norms as the file's f16, else f32
@@ -459,9 +463,7 @@ TEST_CASE("16-row tiles hold each code byte and norm where cq_int8.h says", "[ke
 
 TEST_CASE("CqDecodeRow reads a tiled matrix's rows from its tiles", "[kernels][i8]") {
   std::mt19937 rng(47);
-  for (const auto& [layout, bits] : {std::pair{k::CqTileLayout::kByteColumns, uint32_t{2}},
-                                     std::pair{k::CqTileLayout::kRowDwords, uint32_t{2}},
-                                     std::pair{k::CqTileLayout::kRowDwords, uint32_t{4}}}) {
+  for (const auto& [layout, bits] : kTiledKinds) {
     INFO(k::CqTileLayoutName(layout) << " " << bits << "-bit");
     const TestMatrix t = MakeMatrix(48, 300, bits, false, &rng);
     std::vector<uint8_t> tiles(k::CqTileBytes(t.m, layout));
