@@ -198,6 +198,75 @@ TEST_CASE("attend_i8: views of some kv heads (the ring's row) give the full call
   }
 }
 
+TEST_CASE("attend_i8 block: a call's tokens at once give each token's bits alone",
+          "[kernels][attention]") {
+  // The block kernels against AttendI8Reference run token by token: token t's keys are the first
+  // counts[t] of one visiting list (a prefill call: each list a prefix of the longest), every
+  // token its own queries. Counts grow by one per token (a call's positions) or stay equal.
+  std::vector<std::pair<std::string, k::AttendI8BlockFn>> blocks;
+  for (const std::string& isa : k::AvailableIsas())
+    if (k::KernelsFor(isa).attend_i8_block != nullptr)
+      blocks.emplace_back(isa, k::KernelsFor(isa).attend_i8_block);
+#if defined(NEEDLE_X86)
+  if (k::GetCpuFeatures().avx512vnni && k::BestIsa() >= k::Isa::kAvx512)
+    REQUIRE(!blocks.empty());  // a test of nothing would pass
+#endif
+  blocks.emplace_back("reference", &k::AttendI8BlockReference);
+  const size_t layouts[][2] = {{2, 1}, {8, 4}, {8, 8}, {12, 4}, {16, 2}};
+  std::mt19937 rng(515);
+  size_t compared = 0;
+  for (const auto& layout : layouts)
+    for (const size_t head_dim : {size_t{64}, size_t{128}})
+      for (const size_t tokens : {size_t{1}, size_t{4}, size_t{7}, size_t{16}, size_t{32}})
+        for (const size_t first : {size_t{1}, size_t{40}, size_t{290}})
+          for (const int shape : {0, 1, 2}) {  // 0: +1 per token, 1: equal counts, 2: mixed
+            const bool extreme = (first + tokens + static_cast<size_t>(shape)) % 3 == 0;
+            std::vector<size_t> counts(tokens);
+            for (size_t t = 0; t < tokens; ++t)
+              counts[t] = shape == 0 ? first + t : shape == 1 ? first : first + t / 3 * 2;
+            const size_t longest = counts.back();
+            Case c = MakeCase(layout[0], layout[1], head_dim, longest, extreme, &rng);
+            const size_t H = c.heads, row = H * head_dim;
+            // Every token's queries: token 0's are the case's, the others re-drawn.
+            std::vector<int8_t> q(tokens * row);
+            std::vector<float> qse(tokens * H);
+            std::uniform_int_distribution<int> code(-127, 127);
+            std::uniform_real_distribution<float> scale(0.001f, 0.2f);
+            for (size_t t = 0; t < tokens; ++t)
+              for (size_t j = 0; j < row; ++j)
+                q[t * row + j] = t == 0 ? c.q[j] : static_cast<int8_t>(code(rng));
+            for (size_t t = 0; t < tokens; ++t)
+              for (size_t h = 0; h < H; ++h) qse[t * H + h] = t == 0 ? c.qse[h] : scale(rng);
+            const k::I8QueryBlock qb{q.data(), qse.data(), H, tokens, counts.data()};
+            const k::I8KvView kv{c.k.data(),       c.v.data(), c.k_scale.data(),
+                                 c.v_scale.data(), c.kv_heads, c.head_dim};
+            // Token by token through the reference.
+            std::vector<float> want(tokens * row), scores(longest * H);
+            for (size_t t = 0; t < tokens; ++t) {
+              const k::I8Queries one{q.data() + t * row, qse.data() + t * H, H};
+              k::AttendI8Reference(one, kv, c.order.data(), counts[t], &k::AttendExpfScalar,
+                                   scores.data(), want.data() + t * row);
+            }
+            for (const auto& [name, block] : blocks) {
+              INFO(name << " heads " << H << "/" << c.kv_heads << " hd " << head_dim << " tokens "
+                        << tokens << " counts " << counts.front() << ".." << longest << " extreme "
+                        << extreme);
+              // The scratch as sized, at an address that is not 64-byte aligned, guarded.
+              const size_t bytes = k::AttendI8BlockScratchBytes(qb, kv);
+              std::vector<unsigned char> scratch(bytes + 8 + 64, 0xA5);
+              std::vector<float> got(tokens * row, -7.f);
+              block(qb, kv, c.order.data(), &k::AttendExpfScalar, scratch.data() + 8, got.data());
+              CHECK(SameBits(got, want));
+              CHECK(std::all_of(scratch.begin(), scratch.begin() + 8,
+                                [](unsigned char b) { return b == 0xA5; }));
+              CHECK(std::all_of(scratch.end() - 64, scratch.end(),
+                                [](unsigned char b) { return b == 0xA5; }));
+              ++compared;
+            }
+          }
+  CHECK(compared == 5 * 2 * 5 * 3 * 3 * blocks.size());
+}
+
 TEST_CASE("attend_i8: a one-key softmax returns the dequantized value", "[kernels][attention]") {
   // With one key the weight is expf(0) * (1 / 1) = 1, so o_j = vs * (float)v_j exactly.
   std::mt19937 rng(7);

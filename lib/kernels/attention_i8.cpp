@@ -2,6 +2,8 @@
 // written plainly. Bit-exact code: built with -ffp-contract=off.
 #include "kernels/attention_i8.h"
 
+#include <algorithm>
+
 #include "kernels/libm.h"
 
 namespace needle::kernels {
@@ -62,6 +64,34 @@ void AttendI8Reference(const I8Queries& q, const I8KvView& kv, const uint32_t* s
           oh[j] = c * static_cast<float>(vh[j]) + oh[j];
       }
     }
+  }
+}
+
+size_t AttendI8BlockScratchBytes(const I8QueryBlock& q, const I8KvView& kv) {
+  size_t max_count = 0;
+  for (size_t t = 0; t < q.tokens; ++t) max_count = std::max(max_count, q.counts[t]);
+  const size_t hd = kv.head_dim, nb = hd / kAttendBlock;
+  const size_t group = kv.kv_heads ? q.heads / kv.kv_heads : 0;
+  // The reference: one token's key-major scores.
+  const size_t reference = max_count * q.heads * sizeof(float);
+  // The vector kernels, per kv head: rows = tokens * group padded to 16 lanes; transposed codes
+  // and their bias per block, the rows' scales and counts, the exps, the weights per block, the
+  // converted values; each area 64-byte aligned (plus the base's alignment).
+  const size_t rows = (q.tokens * group + 15) / 16 * 16;
+  auto area = [](size_t bytes) { return (bytes + 63) / 64 * 64; };
+  const size_t block = 64 + area(nb * 16 * rows * 4) + area(nb * rows * 4) + 2 * area(rows * 4) +
+                       area(max_count * rows * 4) + area(nb * max_count * rows * 4) +
+                       area(max_count * hd * 4);
+  return std::max(reference, block);
+}
+
+void AttendI8BlockReference(const I8QueryBlock& q, const I8KvView& kv, const uint32_t* slots,
+                            AttendExpfFn expf_array, void* scratch, float* o) {
+  const size_t row = q.heads * kv.head_dim;
+  for (size_t t = 0; t < q.tokens; ++t) {
+    const I8Queries one{q.q + t * row, q.qse + t * q.heads, q.heads};
+    AttendI8Reference(one, kv, slots, q.counts[t], expf_array, static_cast<float*>(scratch),
+                      o + t * row);
   }
 }
 

@@ -68,6 +68,34 @@ void AttendI8Reference(const I8Queries& q, const I8KvView& kv, const uint32_t* s
 // y[i] = libm::Expf(x[i]): the scalar exponentials (a plain loop).
 void AttendExpfScalar(const float* x, float* y, size_t n);
 
+// Several tokens of one call at once (a prefill block): token t's `heads` query heads are
+// q + t * heads * head_dim (scales qse + t * heads), its keys the first counts[t] entries of the
+// slot list, which must be each token's visiting order (in one prefill call every token's list is
+// a prefix of the longest: the same sinks and chunk-level window, up to its own position).
+struct I8QueryBlock {
+  const int8_t* q = nullptr;
+  const float* qse = nullptr;
+  size_t heads = 0;
+  size_t tokens = 0;
+  const size_t* counts = nullptr;
+};
+
+// Bytes of scratch an AttendI8BlockFn needs for `q` over keys of this shape (64-byte aligned
+// inside; the caller's buffer needs no alignment).
+size_t AttendI8BlockScratchBytes(const I8QueryBlock& q, const I8KvView& kv);
+
+// o [tokens, heads * head_dim]: every token's attention, each output bit that of
+// AttendI8Reference for that token alone (the same float chains, per token and head in key
+// order). Scores of a token's keys are exact integer dots whatever their order, so a block may
+// share its work across tokens: the int8 score products as one matrix product per kv head (the
+// query rows of all tokens against each key), each key's values converted once for all.
+using AttendI8BlockFn = void (*)(const I8QueryBlock& q, const I8KvView& kv, const uint32_t* slots,
+                                 AttendExpfFn expf_array, void* scratch, float* o);
+
+// Reference: AttendI8Reference per token.
+void AttendI8BlockReference(const I8QueryBlock& q, const I8KvView& kv, const uint32_t* slots,
+                            AttendExpfFn expf_array, void* scratch, float* o);
+
 #if defined(NEEDLE_X86)
 // AVX2: integer dots with vpsignb / vpmaddubsw / vpmaddwd. Falls back to the reference when
 // heads * head_dim / 64 > kAttendMaxRow.
@@ -79,6 +107,12 @@ void AttendI8Avx512(const I8Queries& q, const I8KvView& kv, const uint32_t* slot
 // AVX-512 + VNNI (vpdpbusd with keys offset by +128); requires CpuFeatures::avx512vnni.
 void AttendI8Avx512Vnni(const I8Queries& q, const I8KvView& kv, const uint32_t* slots, size_t count,
                         AttendExpfFn expf_array, float* scores, float* o);
+// The block kernel on AVX-512 VNNI: per kv head, the query rows (token, head) of all tokens as
+// vector lanes: vpdpbusd of each key's broadcast dwords (+128) against the rows' transposed
+// codes, softmax chains a lane per row (masked past a row's count), the value rows converted
+// once and multiplied by each row's weights. Requires CpuFeatures::avx512vnni.
+void AttendI8BlockAvx512Vnni(const I8QueryBlock& q, const I8KvView& kv, const uint32_t* slots,
+                             AttendExpfFn expf_array, void* scratch, float* o);
 #endif
 
 }  // namespace needle::kernels

@@ -34,6 +34,9 @@ struct KernelTable {
   // where that measured slower than one thread doing all heads (AVX-512: each part keeps the
   // per-key score reductions of the whole, and the hand-off costs more than the V half saves).
   bool attend_split_heads = true;
+  // Attention of several tokens of one call at once (a prefill block; kernels/attention_i8.h),
+  // where a table has a kernel that shares work across them; null: attend_i8 per token.
+  AttendI8BlockFn attend_i8_block = nullptr;
 };
 
 // The scalar reference table (always available).

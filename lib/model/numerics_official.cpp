@@ -30,8 +30,9 @@ namespace needle::model {
 
 namespace {
 
-constexpr size_t kKvBlock = 64;    // K/V quantization block
-constexpr size_t kRingBlock = 32;  // engram ring quantization block
+constexpr size_t kKvBlock = 64;           // K/V quantization block
+constexpr size_t kBlockAttendTokens = 4;  // a call this long or longer attends as a block
+constexpr size_t kRingBlock = 32;         // engram ring quantization block
 constexpr float kTernaryC = 1.2240064f;
 
 // An int8 copy of φ rows: q [rows, cols], one scale per row.
@@ -451,18 +452,46 @@ class OfficialNumerics final : public ForwardNumerics {
     for (size_t t = 0; t < n; ++t) work += counts[t];
     work *= H * hd;
     const size_t parts = ctx_.pool ? static_cast<size_t>(ctx_.pool->threads()) : 1;
-    if (ctx_.threads > 1 && parts > 1 && n >= parts && parts <= scores_.size() / (H * cap) &&
-        work >= (size_t{1} << 16)) {
-      // Contiguous token ranges with about equal numbers of visible keys (a token's cost), range
-      // k on thread k (RunPinned), each with its own score scratch.
-      size_t bounds[65] = {0};
+    const bool pooled = ctx_.threads > 1 && parts > 1 && n >= parts &&
+                        parts <= scores_.size() / (H * cap) && work >= (size_t{1} << 16);
+    // Contiguous token ranges with about equal numbers of visible keys (a token's cost).
+    size_t bounds[65] = {0};
+    const size_t nparts = pooled ? parts : 1;
+    {
       size_t total = 0, seen = 0, k = 1;
       for (size_t t = 0; t < n; ++t) total += counts[t];
-      for (size_t t = 0; t < n && k < parts; ++t) {
+      for (size_t t = 0; t < n && k < nparts; ++t) {
         seen += counts[t];
-        while (k < parts && seen * parts >= k * total) bounds[k++] = t + 1;
+        while (k < nparts && seen * nparts >= k * total) bounds[k++] = t + 1;
       }
-      for (; k <= parts; ++k) bounds[k] = n;
+      for (; k <= nparts; ++k) bounds[k] = n;
+    }
+    // The block kernel shares a call's work across its tokens (each token's visiting list a
+    // prefix of the last one's: one call's sinks and window; a branch pass's lists differ).
+    const kernels::AttendI8BlockFn block = ctx_.kernels->attend_i8_block;
+    if (block && !branches && n >= kBlockAttendTokens) {
+      size_t need = 0;
+      for (size_t part = 0; part < nparts; ++part) {
+        const kernels::I8QueryBlock qb{nullptr, nullptr, H, bounds[part + 1] - bounds[part],
+                                       counts + bounds[part]};
+        need = std::max(need, kernels::AttendI8BlockScratchBytes(qb, kv));
+      }
+      if (block_scratch_.size() < nparts * need) block_scratch_.resize(nparts * need);
+      auto run = [&](size_t part) {
+        const size_t t0 = bounds[part];
+        const kernels::I8QueryBlock qb{&qq_[t0 * ad], &q_scale_[t0 * H], H, bounds[part + 1] - t0,
+                                       counts + t0};
+        // The longest list is the part's last token's.
+        block(qb, kv, &visible_[(bounds[part + 1] - 1) * cap], ctx_.kernels->expf_array,
+              &block_scratch_[part * need], &o_all[t0 * ad]);
+      };
+      if (pooled) {
+        ctx_.pool->RunPinned(run);
+      } else {
+        run(0);
+      }
+    } else if (pooled) {
+      // Range k on thread k (RunPinned), each with its own score scratch.
       ctx_.pool->RunPinned([&](size_t part) {
         for (size_t t = bounds[part]; t < bounds[part + 1]; ++t) token(t, &scores_[part * H * cap]);
       });
@@ -600,6 +629,7 @@ class OfficialNumerics final : public ForwardNumerics {
     ReleaseTail(mhc_q_, mhc_q_.size() / B);
     ReleaseTail(qq_, qq_.size() / B);
     ReleaseTail(visible_, visible_.size() / B);
+    ReleaseTail(block_scratch_, 0);
   }
 
  private:
@@ -615,14 +645,15 @@ class OfficialNumerics final : public ForwardNumerics {
   std::shared_ptr<const PhiRows> phi_;          // shared by the model's decoders (DerivedData)
   std::shared_ptr<const TiledMatrices> tiled_;  // the projected matrices' copies (DerivedData)
   // Scratch for max_batch tokens (B), never zeroed (written before it is read).
-  ScratchVector<int8_t> act_q_;      // [B, max in_pad] quantized activations (kernel layout)
-  ScratchVector<float> act_scale_;   // [B, max in_pad / 128]
-  ScratchVector<int8_t> mhc_q_;      // [B, lanes * d]
-  ScratchVector<float> mhc_scale_;   // [B]
-  ScratchVector<int8_t> qq_;         // [B, attn_dim] queries int8 per head
-  ScratchVector<float> q_scale_;     // [B, num_heads] query scale * 1/sqrtf(head_dim)
-  ScratchVector<float> scores_;      // [tasks, capacity, num_heads] per attention task
-  ScratchVector<uint32_t> visible_;  // [B, capacity] slots each token attends to, in order
+  ScratchVector<int8_t> act_q_;        // [B, max in_pad] quantized activations (kernel layout)
+  ScratchVector<float> act_scale_;     // [B, max in_pad / 128]
+  ScratchVector<int8_t> mhc_q_;        // [B, lanes * d]
+  ScratchVector<float> mhc_scale_;     // [B]
+  ScratchVector<int8_t> qq_;           // [B, attn_dim] queries int8 per head
+  ScratchVector<float> q_scale_;       // [B, num_heads] query scale * 1/sqrtf(head_dim)
+  ScratchVector<float> scores_;        // [tasks, capacity, num_heads] per attention task
+  ScratchVector<uint32_t> visible_;    // [B, capacity] slots each token attends to, in order
+  ScratchVector<char> block_scratch_;  // [parts, bytes] the block attention kernel's scratch
   // The KV ring: [layers, capacity, kv_dim] int8 and [layers, capacity, kv_dim / 64] scales.
   std::unique_ptr<int8_t[]> kq_, vq_;
   std::unique_ptr<float[]> k_scale_, v_scale_;
