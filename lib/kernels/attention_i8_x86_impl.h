@@ -178,7 +178,13 @@ void AttendX86(const I8Queries& q, const I8KvView& kv, const uint32_t* slots, si
   }
 
   // 2. Softmax per head (a lane per head): kernels/lane_algorithms.h.
-  SoftmaxHeadsLanes<F32x8>(scores, count, H, expf_array);
+  // A ymm lane per head; a head count with a remainder of 4 (a thread's half of 8 heads, 12
+  // heads) in xmm lanes rather than one head at a time.
+  if (H % kHeadLanes != 0 && H % 4 == 0) {
+    SoftmaxHeadsLanes<F32x4>(scores, count, H, expf_array);
+  } else {
+    SoftmaxHeadsLanes<F32x8>(scores, count, H, expf_array);
+  }
 
   // 3. V, per kv head, chunk of head_dim and tile of its query heads.
   constexpr size_t kChunk = kCodeVectors * Isa::kLanes;

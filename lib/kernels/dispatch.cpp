@@ -44,7 +44,7 @@ const KernelTable& Avx512Table() {
                         &DotI8RowsAvx512Vnni,
                         &MacPeakAvx512Vnni,
                         /*cq_i8_tiles=*/CqTileLayout::kRowDwords,
-                        /*attend_split_heads=*/false,
+                        /*attend_split_heads=*/true,
                         &AttendI8BlockAvx512Vnni}
           : KernelTable{"avx512",
                         &CqGemmAvx512,

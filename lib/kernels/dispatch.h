@@ -31,8 +31,9 @@ struct KernelTable {
   // the official path then builds them once per model. kNone: it reads codes and norms only.
   CqTileLayout cq_i8_tiles = CqTileLayout::kNone;
   // Whether one token's attention (a decode step) may split its kv heads among threads. False
-  // where that measured slower than one thread doing all heads (AVX-512: each part keeps the
-  // per-key score reductions of the whole, and the hand-off costs more than the V half saves).
+  // where that measured slower than one thread doing all heads: the AVX-512 table without VNNI,
+  // measured 6.6% slower on 2026-12-06 when a half's 4 heads ran their softmax one head at a
+  // time (since then in xmm lanes: faster with VNNI; no CPU without it here to measure again).
   bool attend_split_heads = true;
   // Attention of several tokens of one call at once (a prefill block; kernels/attention_i8.h),
   // where a table has a kernel that shares work across them; null: attend_i8 per token.

@@ -59,6 +59,24 @@ struct F32x8 {
 };
 #endif
 
+#if defined(__AVX__)
+// Four lanes (SSE registers): the attention softmax of a head count that is not a multiple of 8
+// (a thread's half of 8 heads, 12 heads).
+struct F32x4 {
+  using T = __m128;
+  static constexpr size_t kLanes = 4;
+  static T Load(const float* p) { return _mm_loadu_ps(p); }
+  static void Store(float* p, T v) { _mm_storeu_ps(p, v); }
+  static T Splat(float f) { return _mm_set1_ps(f); }
+  static T Add(T a, T b) { return _mm_add_ps(a, b); }
+  static T Sub(T a, T b) { return _mm_sub_ps(a, b); }
+  static T Mul(T a, T b) { return _mm_mul_ps(a, b); }
+  static T Div(T a, T b) { return _mm_div_ps(a, b); }
+  // As F32x8::MaxKeep: x first, so a NaN x keeps m.
+  static T MaxKeep(T m, T x) { return _mm_max_ps(x, m); }
+};
+#endif
+
 #if defined(__AVX512F__)
 struct F32x16 {
   using T = __m512;
