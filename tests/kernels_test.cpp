@@ -351,6 +351,31 @@ TEST_CASE("ZcNormRows equals ZcNorm row by row bit for bit", "[kernels]") {
   }
 }
 
+TEST_CASE("InvRmsRows and RmsUnitRows over strided rows equal the one-row versions", "[kernels]") {
+  // Blocks of 16, 8, 4, 2 and 1 rows (the 16-row sums turn 4 x 4 blocks into lanes), row
+  // lengths with and without a tail of fewer than 4, rows further apart than their length.
+  std::mt19937 rng(70);
+  std::normal_distribution<float> dist(0.f, 3.f);
+  for (size_t rows : {1, 8, 15, 16, 31, 32, 33}) {
+    for (size_t n : {3, 5, 512, 2051}) {
+      const size_t ldx = n + 5;
+      std::vector<float> x(rows * ldx);
+      for (float& v : x) v = dist(rng);
+      for (size_t r = 0; r < rows; r += 5) x[r * ldx + n / 2] = 1e30f;  // large squares too
+      std::vector<float> inv(rows), want_unit(rows * n), unit(rows * ldx, -7.f);
+      needle::kernels::InvRmsRows(x.data(), ldx, rows, n, 1e-6f, inv.data());
+      needle::kernels::RmsUnitRows(x.data(), ldx, rows, n, 1e-6f, unit.data(), ldx);
+      INFO("rows " << rows << " n " << n);
+      for (size_t r = 0; r < rows; ++r) {
+        const float want = needle::kernels::InvRms(&x[r * ldx], n, 1e-6f);
+        REQUIRE(std::memcmp(&inv[r], &want, 4) == 0);
+        needle::kernels::RmsUnit(&x[r * ldx], n, 1e-6f, &want_unit[r * n]);
+        REQUIRE(std::memcmp(&unit[r * ldx], &want_unit[r * n], n * 4) == 0);
+      }
+    }
+  }
+}
+
 TEST_CASE("Dots16, Axpy, Scale and LaneMean equal plain loops bit for bit", "[kernels]") {
   // The vector-cloned ops the probe pooling uses: every lane / element its own operations in the
   // reference order (a volatile product keeps the compiler from fusing the expectation).
