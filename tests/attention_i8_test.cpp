@@ -140,7 +140,8 @@ TEST_CASE("attend_i8: every ISA gives the reference's bits", "[kernels][attentio
   const std::vector<AttentionVariant> variants = AttentionVariants();
   // 12 heads: a full vector of 8 and a masked tail of 4 (with 12 kv heads and head_dim 128 the
   // tail's scales come from a gather).
-  const size_t layouts[][2] = {{2, 1}, {4, 2}, {8, 4}, {8, 8}, {12, 4}, {12, 12}};
+  // 8 heads of 8, 4, 2 and 1 kv heads: the VNNI table's 8-head score loop for every group size.
+  const size_t layouts[][2] = {{2, 1}, {4, 2}, {8, 1}, {8, 2}, {8, 4}, {8, 8}, {12, 4}, {12, 12}};
   const size_t counts[] = {1, 2, 3, 7, 8, 15, 16, 17, 63, 64, 65, 276, 300};
   std::mt19937 rng(20240611);
   size_t cases = 0;
@@ -160,7 +161,7 @@ TEST_CASE("attend_i8: every ISA gives the reference's bits", "[kernels][attentio
           }
           ++cases;
         }
-  CHECK(cases == 6 * 2 * 13 * 2);
+  CHECK(cases == 8 * 2 * 13 * 2);
 }
 
 TEST_CASE("attend_i8: views of some kv heads (the ring's row) give the full call's bits",

@@ -93,6 +93,51 @@ void VTile(const float* pw, size_t heads, size_t h0, const uint32_t* slots, size
       Isa::Store(o + static_cast<size_t>(t) * head_dim + k * Isa::kLanes, acc[t][k]);
 }
 
+#if defined(__AVX512F__) && defined(__AVX512VNNI__)
+// Step 1 of AttendX86 for 8 heads of one 64-block each (E = 8) with VNNI: the 8 query blocks
+// stay in registers and each kv head's key block is loaded and offset (+128) once for the heads
+// that read it; then the reduction, the bias and the score chain as in the general loop.
+template <size_t kGroup>
+void ScoresVnni8(const I8Queries& q, const I8KvView& kv, const uint32_t* slots, size_t count,
+                 size_t kvd, size_t kvb, const int32_t* scale_idx, const int32_t* bias,
+                 float* scores) {
+  const size_t hd = kv.head_dim;
+  __m512i qv[8];
+  for (size_t h = 0; h < 8; ++h) qv[h] = _mm512_loadu_si512(q.q + h * hd);
+  const __m256i bias_v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(bias));
+  const __m256i idx = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(scale_idx));
+  const __m256 qse = _mm256_loadu_ps(q.qse);
+  const __m512i offset = _mm512_set1_epi8(static_cast<char>(0x80));
+  const __mmask16 scale_mask = static_cast<__mmask16>((1u << kv.kv_heads) - 1);
+  for (size_t i = 0; i < count; ++i) {
+    const size_t slot = slots[i];
+    const int8_t* krow = kv.k + slot * kvd;
+    if (i + kPrefetchKeys < count) {  // as in AttendX86
+      const size_t next_slot = slots[i + kPrefetchKeys];
+      const char* next_k = reinterpret_cast<const char*>(kv.k + next_slot * kvd);
+      const char* next_v = reinterpret_cast<const char*>(kv.v + next_slot * kvd);
+      for (size_t off = 0; off < kv.kv_heads * hd; off += 64) {
+        _mm_prefetch(next_k + off, _MM_HINT_T0);
+        _mm_prefetch(next_v + off, _MM_HINT_T0);
+      }
+    }
+    __m512i parts[8];
+    for (size_t g = 0; g < 8 / kGroup; ++g) {
+      const __m512i ku = _mm512_xor_si512(_mm512_loadu_si512(krow + g * hd), offset);
+      for (size_t h = g * kGroup; h < (g + 1) * kGroup; ++h)
+        parts[h] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), ku, qv[h]);
+    }
+    const __m256i dot = _mm256_sub_epi32(Reduce8(parts), bias_v);
+    const __m512 table = _mm512_maskz_loadu_ps(scale_mask, kv.k_scale + slot * kvb);
+    const __m256 ks =
+        _mm512_castps512_ps256(_mm512_permutexvar_ps(_mm512_zextsi256_si512(idx), table));
+    const __m256 acc =
+        _mm256_add_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(dot), ks), _mm256_setzero_ps());
+    _mm256_storeu_ps(scores + i * 8, _mm256_mul_ps(acc, qse));
+  }
+}
+#endif
+
 template <class Isa>
 void AttendX86(const I8Queries& q, const I8KvView& kv, const uint32_t* slots, size_t count,
                AttendExpfFn expf_array, float* scores, float* o) {
@@ -125,7 +170,28 @@ void AttendX86(const I8Queries& q, const I8KvView& kv, const uint32_t* slots, si
   // 1. Scores, key-major [count, H].
   alignas(32) int32_t row[kAttendMaxRow + 8] = {};
   const size_t E8 = E / 8 * 8;
-  for (size_t i = 0; i < count; ++i) {
+  bool scored = false;
+#if defined(__AVX512F__) && defined(__AVX512VNNI__)
+  if constexpr (Isa::kBias) {
+    if (E == 8 && nb == 1) {
+      scored = true;
+      switch (group) {
+        case 1:
+          ScoresVnni8<1>(q, kv, slots, count, kvd, kvb, scale_idx, bias, scores);
+          break;
+        case 2:
+          ScoresVnni8<2>(q, kv, slots, count, kvd, kvb, scale_idx, bias, scores);
+          break;
+        case 4:
+          ScoresVnni8<4>(q, kv, slots, count, kvd, kvb, scale_idx, bias, scores);
+          break;
+        default:
+          ScoresVnni8<8>(q, kv, slots, count, kvd, kvb, scale_idx, bias, scores);
+      }
+    }
+  }
+#endif
+  for (size_t i = 0; !scored && i < count; ++i) {
     const size_t slot = slots[i];
     const int8_t* krow = kv.k + slot * kvd;
     if (i + kPrefetchKeys < count) {
