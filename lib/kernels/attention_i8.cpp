@@ -75,13 +75,13 @@ size_t AttendI8BlockScratchBytes(const I8QueryBlock& q, const I8KvView& kv) {
   // The reference: one token's key-major scores.
   const size_t reference = max_count * q.heads * sizeof(float);
   // The vector kernels, per kv head: rows = tokens * group padded to 16 lanes; transposed codes
-  // and their bias per block, the rows' scales and counts, the exps, the weights per block, the
-  // converted values; each area 64-byte aligned (plus the base's alignment).
+  // and their bias per block, the rows' scales and counts, the weights per block (the first
+  // block's area holding the exps before), the converted values; each area 64-byte aligned (plus
+  // the base's alignment).
   const size_t rows = (q.tokens * group + 15) / 16 * 16;
   auto area = [](size_t bytes) { return (bytes + 63) / 64 * 64; };
   const size_t block = 64 + area(nb * 16 * rows * 4) + area(nb * rows * 4) + 2 * area(rows * 4) +
-                       area(max_count * rows * 4) + area(nb * max_count * rows * 4) +
-                       area(max_count * hd * 4);
+                       area(nb * max_count * rows * 4) + area(max_count * hd * 4);
   return std::max(reference, block);
 }
 

@@ -88,9 +88,11 @@ void AttendI8BlockAvx512Vnni(const I8QueryBlock& q, const I8KvView& kv, const ui
   auto* bias = reinterpret_cast<int32_t*>(take(nb * rows * 4));     // [b][row]: 128 * sum(q)
   auto* qse = reinterpret_cast<float*>(take(rows * 4));
   auto* cnt = reinterpret_cast<int32_t*>(take(rows * 4));
-  auto* e = reinterpret_cast<float*>(take(cmax * rows * 4));        // [key][row]
-  auto* cw = reinterpret_cast<float*>(take(nb * cmax * rows * 4));  // [b][key][row]
-  auto* vf = reinterpret_cast<float*>(take(cmax * hd * 4));         // [key][j]
+  // The weights [b][key][row]; block 0's area first holds the exps [key][row] (each key's weights
+  // replace its exps once read).
+  auto* cw = reinterpret_cast<float*>(take(nb * cmax * rows * 4));
+  float* e = cw;
+  auto* vf = reinterpret_cast<float*>(take(cmax * hd * 4));  // [key][j]
   if (cmax == 0) {
     std::fill(o, o + T * H * hd, 0.f);  // no key: the reference's sums stay 0
     return;
