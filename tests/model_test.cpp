@@ -16,6 +16,7 @@
 #include "format/cact.h"
 #include "model/decoder.h"
 #include "model/golden.h"
+#include "model/numerics.h"
 #include "test_util.h"
 
 namespace {
@@ -61,6 +62,51 @@ void CheckReferences(const std::string& model_file, const std::string& golden_di
 }
 
 }  // namespace
+
+TEST_CASE("row chunks cover every job row once, in whole tiles, chunks spanning jobs", "[model]") {
+  // How a product's rows are shared among threads (model::RowChunks): the rows of the jobs joined
+  // end to end, cut into about `target` chunks of 16-row tiles.
+  using needle::model::ProjectJob;
+  using needle::model::RowChunks;
+  const std::vector<std::vector<size_t>> sizes = {{512, 256, 256, 512}, {8192},     {512},    {16},
+                                                  {40, 7, 300},         {512, 512}, {1, 1, 1}};
+  for (const auto& rows : sizes)
+    for (const size_t target : {1, 2, 3, 4, 8}) {
+      std::vector<ProjectJob> jobs;
+      size_t total = 0, tiles = 0;
+      for (size_t k = 0; k < rows.size(); ++k) {
+        const size_t begin = 3 * k;  // jobs need not start at row 0
+        jobs.push_back({nullptr, begin, begin + rows[k], nullptr, 0});
+        total += rows[k];
+        tiles += (rows[k] + 15) / 16;
+      }
+      const RowChunks chunks(jobs, target);
+      INFO("jobs " << rows.size() << " rows " << total << " target " << target);
+      REQUIRE(chunks.count >= 1);
+      REQUIRE(chunks.count <= target);
+      std::vector<std::vector<int>> seen(rows.size());
+      for (size_t k = 0; k < rows.size(); ++k) seen[k].assign(rows[k], 0);
+      size_t largest = 0, smallest = SIZE_MAX;
+      for (size_t c = 0; c < chunks.count; ++c) {
+        size_t in_chunk = 0;
+        chunks.ForChunk(jobs, c, [&](size_t k, size_t b, size_t e) {
+          REQUIRE(b < e);
+          REQUIRE(b >= jobs[k].row_begin);
+          REQUIRE(e <= jobs[k].row_end);
+          REQUIRE((b - jobs[k].row_begin) % 16 == 0);  // whole tiles of the job
+          for (size_t r = b; r < e; ++r) ++seen[k][r - jobs[k].row_begin];
+          in_chunk += (e - b + 15) / 16;
+        });
+        largest = std::max(largest, in_chunk);
+        smallest = std::min(smallest, in_chunk);
+      }
+      for (const auto& s : seen)
+        for (const int n : s) REQUIRE(n == 1);
+      // Balanced: every chunk but the last holds the same number of tiles.
+      REQUIRE(largest == (tiles + chunks.count - 1) / chunks.count);
+      if (chunks.count > 1) REQUIRE(smallest >= 1);
+    }
+}
 
 TEST_CASE("tiny matches the upstream f32 reference logits", "[model]") {
   CheckReferences("tiny.cact", "tiny");

@@ -217,33 +217,37 @@ void ForTokenParts(kernels::ChunkPool* pool, size_t n, const Fn& fn) {
 }
 
 // The rows of a batch of jobs (at most kMaxJobs) cut into about `target` chunks of whole 16-row
-// tiles, numbered job after job.
+// tiles of the jobs' rows joined end to end, so that a chunk may hold the end of one job and the
+// start of the next (a decode step's q, k, v and gate rows, 512 + 256 + 256 + 512, split in two
+// halves of 768 rather than four chunks of unequal work).
 struct RowChunks {
   static constexpr size_t kTileRows = 16;
   static constexpr size_t kMaxJobs = 8;
-  size_t rows_per_chunk = 0;
-  size_t first_chunk[kMaxJobs + 1] = {0};
+  size_t tiles_per_chunk = 0;
+  size_t first_tile[kMaxJobs + 1] = {0};  // job k's tiles start here in the joined tiles
+  size_t count = 0;
 
   RowChunks(std::span<const ProjectJob> jobs, size_t target) {
-    size_t rows = 0;
-    for (const ProjectJob& j : jobs) rows += j.row_end - j.row_begin;
-    const size_t per = rows / std::max<size_t>(target, 1);
-    rows_per_chunk = std::max(kTileRows, (per + kTileRows - 1) / kTileRows * kTileRows);
     for (size_t k = 0; k < jobs.size(); ++k) {
       const size_t r = jobs[k].row_end - jobs[k].row_begin;
-      first_chunk[k + 1] = first_chunk[k] + (r + rows_per_chunk - 1) / rows_per_chunk;
+      first_tile[k + 1] = first_tile[k] + (r + kTileRows - 1) / kTileRows;
     }
-    count = first_chunk[jobs.size()];
+    const size_t tiles = first_tile[jobs.size()];
+    tiles_per_chunk = std::max<size_t>(
+        1, (tiles + std::max<size_t>(target, 1) - 1) / std::max<size_t>(target, 1));
+    count = (tiles + tiles_per_chunk - 1) / tiles_per_chunk;
   }
-  // Chunk c: rows [*b, *e) of jobs[*k].
-  void Get(std::span<const ProjectJob> jobs, size_t c, size_t* k, size_t* b, size_t* e) const {
-    size_t i = 0;
-    while (c >= first_chunk[i + 1]) ++i;
-    *k = i;
-    *b = jobs[i].row_begin + (c - first_chunk[i]) * rows_per_chunk;
-    *e = std::min(jobs[i].row_end, *b + rows_per_chunk);
+  // fn(k, row_begin, row_end) for each job k with rows in chunk c, in job order.
+  template <class Fn>
+  void ForChunk(std::span<const ProjectJob> jobs, size_t c, const Fn& fn) const {
+    const size_t t0 = c * tiles_per_chunk, t1 = t0 + tiles_per_chunk;
+    for (size_t k = 0; k < jobs.size(); ++k) {
+      const size_t lo = std::max(t0, first_tile[k]), hi = std::min(t1, first_tile[k + 1]);
+      if (lo >= hi) continue;
+      const size_t b = jobs[k].row_begin + (lo - first_tile[k]) * kTileRows;
+      fn(k, b, std::min(jobs[k].row_end, jobs[k].row_begin + (hi - first_tile[k]) * kTileRows));
+    }
   }
-  size_t count = 0;
 };
 
 // Runs fn(job, row_begin, row_end) over chunks of whole 16-row tiles of every job: on the calling
@@ -267,9 +271,7 @@ void RunRowChunks(const NumericsContext& ctx, std::span<const ProjectJob> jobs, 
   }
   const RowChunks chunks(jobs, static_cast<size_t>(ctx.threads) * kChunksPerThread);
   ctx.pool->Run(chunks.count, [&](size_t c) {
-    size_t k = 0, b = 0, e = 0;
-    chunks.Get(jobs, c, &k, &b, &e);
-    fn(jobs[k], b, e);
+    chunks.ForChunk(jobs, c, [&](size_t k, size_t b, size_t e) { fn(jobs[k], b, e); });
   });
 }
 

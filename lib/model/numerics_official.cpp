@@ -310,13 +310,13 @@ class OfficialNumerics final : public ForwardNumerics {
       const RowChunks chunks(jobs, kChunksPerPart);
       ctx_.pool->RunPinned(chunks.count, [&](size_t part, size_t c) {
         const size_t t0 = TokenPartBegin(n, parts, part), t1 = TokenPartBegin(n, parts, part + 1);
-        size_t k = 0, b = 0, e = 0;
-        chunks.Get(jobs, c, &k, &b, &e);
-        const ProjectJob& j = jobs[k];
         const kernels::I8Acts acts_part{&act_q_[t0 * m0.in_pad], &act_scale_[t0 * spt], t1 - t0,
                                         m0.in_pad};
-        gemm(tiled_ ? tiled_->Of(*j.m) : *j.m, cbs[k], acts_part, b, e,
-             j.y + t0 * j.ldy + (b - j.row_begin), j.ldy);
+        chunks.ForChunk(jobs, c, [&](size_t k, size_t b, size_t e) {
+          const ProjectJob& j = jobs[k];
+          gemm(tiled_ ? tiled_->Of(*j.m) : *j.m, cbs[k], acts_part, b, e,
+               j.y + t0 * j.ldy + (b - j.row_begin), j.ldy);
+        });
       });
       return;
     }
