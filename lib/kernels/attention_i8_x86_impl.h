@@ -62,6 +62,18 @@ inline __m256i Reduce8(const __m512i p[8]) {
 }
 #endif
 
+// The key row (the view's codes) of a key a few ahead, and its value row for step 3: the V passes
+// (one per kv head) then find every row in cache instead of waiting for L3 on each key (they read
+// the ring through the slot list, one 64-byte line per row and pass).
+inline void PrefetchKeyRows(const I8KvView& kv, size_t slot, size_t kvd) {
+  const char* k = reinterpret_cast<const char*>(kv.k + slot * kvd);
+  const char* v = reinterpret_cast<const char*>(kv.v + slot * kvd);
+  for (size_t off = 0; off < kv.kv_heads * kv.head_dim; off += 64) {
+    _mm_prefetch(k + off, _MM_HINT_T0);
+    _mm_prefetch(v + off, _MM_HINT_T0);
+  }
+}
+
 // One tile of V: NT query heads (h0 ..) of kv head g, output elements [j0, j0 + 4 * kLanes) in
 // block b. acc_tj = c * (float)v_j + acc_tj over the keys in order, c = pw_{i,h} * vs_{p,g,b}.
 template <class Isa, int NT>
@@ -112,15 +124,7 @@ void ScoresVnni8(const I8Queries& q, const I8KvView& kv, const uint32_t* slots, 
   for (size_t i = 0; i < count; ++i) {
     const size_t slot = slots[i];
     const int8_t* krow = kv.k + slot * kvd;
-    if (i + kPrefetchKeys < count) {  // as in AttendX86
-      const size_t next_slot = slots[i + kPrefetchKeys];
-      const char* next_k = reinterpret_cast<const char*>(kv.k + next_slot * kvd);
-      const char* next_v = reinterpret_cast<const char*>(kv.v + next_slot * kvd);
-      for (size_t off = 0; off < kv.kv_heads * hd; off += 64) {
-        _mm_prefetch(next_k + off, _MM_HINT_T0);
-        _mm_prefetch(next_v + off, _MM_HINT_T0);
-      }
-    }
+    if (i + kPrefetchKeys < count) PrefetchKeyRows(kv, slots[i + kPrefetchKeys], kvd);
     __m512i parts[8];
     for (size_t g = 0; g < 8 / kGroup; ++g) {
       const __m512i ku = _mm512_xor_si512(_mm512_loadu_si512(krow + g * hd), offset);
@@ -194,18 +198,7 @@ void AttendX86(const I8Queries& q, const I8KvView& kv, const uint32_t* slots, si
   for (size_t i = 0; !scored && i < count; ++i) {
     const size_t slot = slots[i];
     const int8_t* krow = kv.k + slot * kvd;
-    if (i + kPrefetchKeys < count) {
-      // The key row (the view's codes) a few keys ahead, and its value row for step 3: the V
-      // passes (one per kv head) then find every row in cache instead of waiting for L3 on each
-      // key (they read the ring through the slot list, one 64-byte line per row and pass).
-      const size_t next_slot = slots[i + kPrefetchKeys];
-      const char* next_k = reinterpret_cast<const char*>(kv.k + next_slot * kvd);
-      const char* next_v = reinterpret_cast<const char*>(kv.v + next_slot * kvd);
-      for (size_t off = 0; off < kv.kv_heads * hd; off += 64) {
-        _mm_prefetch(next_k + off, _MM_HINT_T0);
-        _mm_prefetch(next_v + off, _MM_HINT_T0);
-      }
-    }
+    if (i + kPrefetchKeys < count) PrefetchKeyRows(kv, slots[i + kPrefetchKeys], kvd);
     const float* ks = kv.k_scale + slot * kvb;
     for (size_t e0 = 0; e0 < E; e0 += 8) {
       typename Isa::Part parts[8];
