@@ -78,7 +78,8 @@ void AttendI8BlockAvx512Vnni(const I8QueryBlock& q, const I8KvView& kv, const ui
   size_t cmax = 0;
   for (size_t t = 0; t < T; ++t) cmax = std::max(cmax, q.counts[t]);
   // The scratch areas (AttendI8BlockScratchBytes), reused for every kv head.
-  char* p = reinterpret_cast<char*>((reinterpret_cast<uintptr_t>(scratch) + 63) & ~uintptr_t{63});
+  char* p = static_cast<char*>(scratch);
+  p += (64 - reinterpret_cast<uintptr_t>(p) % 64) % 64;  // to a 64-byte boundary
   auto take = [&p](size_t bytes) {
     char* a = p;
     p += (bytes + 63) / 64 * 64;
